@@ -1,0 +1,52 @@
+# jail: build, test, benchmark, install.
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+PREFIX  ?= /usr/local
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BIN     := bin/jail
+export GOTOOLCHAIN ?= auto
+export CGO_ENABLED := 1
+
+.PHONY: all build deps test-deps test unit e2e bench install demo clean
+
+all: build
+
+build: deps $(BIN)
+
+$(BIN): $(shell find cmd jail -name '*.go' 2>/dev/null) go.mod go.sum
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/jail
+
+deps:
+	@tests/deps.sh
+
+test-deps:
+	@tests/deps.sh --test
+	@tests/setup-user.sh
+
+# The whole suite: vet, the other platform compiles, unit tests, and the
+# end-to-end tests of the built binary as root and as an unprivileged user.
+test: test-deps
+	$(GO) vet ./...
+	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./...
+	$(GO) test -count=1 -timeout 15m ./...
+
+unit: deps
+	$(GO) test -count=1 ./jail/... ./cmd/...
+
+e2e: test-deps
+	$(GO) test -count=1 -v ./tests/
+
+bench: build test-deps
+	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 ./tests/
+
+# A real run: the jail around git and a look for your SSH keys.
+demo: build
+	@echo '$$ jail -- git status --short --branch'
+	@./$(BIN) -- git status --short --branch
+	@echo '$$ jail -c "ls -a ~; cat ~/.ssh/id_* 2>&1 | head -1"'
+	@./$(BIN) -c 'ls -a ~; cat ~/.ssh/id_* 2>&1 | head -1'
+
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/jail
+
+clean:
+	rm -rf bin

@@ -1,0 +1,323 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// Config is one layer of policy as written in a jail.json, the user's
+// config.json, a --settings file, a profile, or the command line.
+type Config struct {
+	Extends    []string         `json:"extends" noun:"profile names"`
+	Filesystem FilesystemConfig `json:"filesystem"`
+	Network    NetworkConfig    `json:"network"`
+	Secrets    SecretsConfig    `json:"secrets"`
+	Command    CommandConfig    `json:"command"`
+	Env        EnvConfig        `json:"env"`
+
+	// File is the file the layer came from ("" for the command line); Dir
+	// is the directory its relative paths are relative to.
+	File string `json:"-"`
+	Dir  string `json:"-"`
+}
+
+// FilesystemConfig lists paths and globs; see SPEC §2.2.
+type FilesystemConfig struct {
+	AllowRead  []string `json:"allowRead" noun:"paths"`
+	AllowWrite []string `json:"allowWrite" noun:"paths"`
+	DenyRead   []string `json:"denyRead" noun:"paths"`
+	DenyWrite  []string `json:"denyWrite" noun:"paths"`
+}
+
+// NetworkConfig is the domain policy enforced by the proxy.
+type NetworkConfig struct {
+	Allow   []string          `json:"allow" noun:"domains"`
+	Deny    []string          `json:"deny" noun:"domains"`
+	Unknown string            `json:"unknown" noun:"one of \"deny\", \"allow\""`
+	Hosts   map[string]string `json:"hosts" noun:"host:port addresses"`
+}
+
+// SecretsConfig binds secret environment variables to hosts and names files
+// whose secret values are masked.
+type SecretsConfig struct {
+	Env   map[string][]string `json:"env" noun:"lists of hosts"`
+	Files []string            `json:"files" noun:"paths"`
+}
+
+// CommandConfig lists command prefixes such as "git push".
+type CommandConfig struct {
+	Deny  []string `json:"deny" noun:"commands"`
+	Allow []string `json:"allow" noun:"commands"`
+}
+
+// EnvConfig passes host variables through unmasked and sets others.
+type EnvConfig struct {
+	Pass []string          `json:"pass" noun:"variable names"`
+	Set  map[string]string `json:"set" noun:"strings"`
+}
+
+// ConfigError is a problem in a config file, with its position.
+type ConfigError struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+// maxConfigSize bounds what jail reads as a config file.
+const maxConfigSize = 4 << 20
+
+// LoadConfigFile reads and validates one config file. display is the name
+// used in error messages (usually the path relative to the working directory).
+func LoadConfigFile(path, display string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config %s: %w", display, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading config %s: %w", display, err)
+	}
+	n := len(data)
+	if n > maxConfigSize {
+		return nil, &ConfigError{File: display, Msg: "file is larger than 4 MiB; is this really a jail config?"}
+	}
+	c, err := ParseConfig(data[:n], display)
+	if err != nil {
+		return nil, err
+	}
+	abs, _ := filepath.Abs(path)
+	c.File = abs
+	c.Dir = filepath.Dir(abs)
+	return c, nil
+}
+
+// ParseConfig parses and validates a config document. Unknown keys, wrong
+// types and invalid values are errors that carry file:line:column.
+func ParseConfig(data []byte, display string) (*Config, error) {
+	root, err := parseJSONC(data)
+	if err != nil {
+		var se *syntaxError
+		if errors.As(err, &se) {
+			line, col := lineCol(data, se.off)
+			return nil, &ConfigError{File: display, Line: line, Col: col, Msg: se.msg}
+		}
+		return nil, err
+	}
+	d := decoder{data: data, file: display}
+	var c Config
+	if err := d.decode(root, reflect.ValueOf(&c).Elem(), "", "a config object"); err != nil {
+		return nil, err
+	}
+	if err := d.validate(root, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+type decoder struct {
+	data []byte
+	file string
+}
+
+func (d *decoder) errAt(off int, format string, args ...any) error {
+	line, col := lineCol(d.data, off)
+	return &ConfigError{File: d.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+}
+
+// decode fills v from n. name is the key being decoded (for messages) and
+// noun says what the value holds ("paths", "domains").
+func (d *decoder) decode(n *node, v reflect.Value, name, noun string) error {
+	what := "the config"
+	if name != "" {
+		what = fmt.Sprintf("%q", name)
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		if n.kind != kindObject {
+			return d.errAt(n.off, "%s must be an object, got %s", what, n.kind)
+		}
+		t := v.Type()
+		fields := map[string]int{}
+		for i := 0; i < t.NumField(); i++ {
+			if tag := t.Field(i).Tag.Get("json"); tag != "-" {
+				fields[tag] = i
+			}
+		}
+		for _, m := range n.members {
+			i, ok := fields[m.key]
+			if !ok {
+				return d.errAt(m.keyOff, "unknown key %q%s%s", m.key, in(name), suggest(m.key, fields))
+			}
+			f := t.Field(i)
+			if err := d.decode(m.value, v.Field(i), m.key, f.Tag.Get("noun")); err != nil {
+				return err
+			}
+		}
+	case reflect.String:
+		if n.kind != kindString {
+			return d.errAt(n.off, "%s must be %s, got %s", what, noun, n.kind)
+		}
+		v.SetString(n.str)
+	case reflect.Slice:
+		if n.kind != kindArray {
+			return d.errAt(n.off, "%s must be a list of %s, got %s", what, noun, n.kind)
+		}
+		out := make([]string, 0, len(n.items))
+		for _, it := range n.items {
+			if it.kind != kindString {
+				return d.errAt(it.off, "%s must be a list of %s, got %s in the list", what, noun, it.kind)
+			}
+			if strings.TrimSpace(it.str) == "" {
+				return d.errAt(it.off, "%s has an empty entry", what)
+			}
+			if strings.ContainsRune(it.str, 0) {
+				return d.errAt(it.off, "%s has an entry with a NUL byte", what)
+			}
+			out = append(out, it.str)
+		}
+		v.Set(reflect.ValueOf(out))
+	case reflect.Map:
+		if n.kind != kindObject {
+			return d.errAt(n.off, "%s must be an object mapping names to %s, got %s", what, noun, n.kind)
+		}
+		m := reflect.MakeMapWithSize(v.Type(), len(n.members))
+		for _, mem := range n.members {
+			ev := reflect.New(v.Type().Elem()).Elem()
+			inner := strings.TrimPrefix(noun, "lists of ")
+			if err := d.decode(mem.value, ev, mem.key, inner); err != nil {
+				return err
+			}
+			m.SetMapIndex(reflect.ValueOf(mem.key), ev)
+		}
+		v.Set(m)
+	}
+	return nil
+}
+
+func in(name string) string {
+	if name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" in %q", name)
+}
+
+func suggest(key string, fields map[string]int) string {
+	names := make([]string, 0, len(fields))
+	for f := range fields {
+		if strings.EqualFold(f, key) || strings.EqualFold(strings.ReplaceAll(f, "_", ""), strings.ReplaceAll(key, "_", "")) {
+			return fmt.Sprintf(" (did you mean %q?)", f)
+		}
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("; expected one of %s", strings.Join(names, ", "))
+}
+
+// lookup returns the node at a key path, for positioning validation errors.
+func lookup(n *node, keys ...string) *node {
+	for _, k := range keys {
+		var next *node
+		for _, m := range n.members {
+			if m.key == k {
+				next = m.value
+			}
+		}
+		if next == nil {
+			return n
+		}
+		n = next
+	}
+	return n
+}
+
+// validate checks values whose type is right but whose content is not.
+func (d *decoder) validate(root *node, c *Config) error {
+	switch c.Network.Unknown {
+	case "", "deny", "allow":
+	case "ask":
+		return d.errAt(lookup(root, "network", "unknown").off, `"unknown": "ask" is not supported yet; use "deny" or "allow"`)
+	default:
+		return d.errAt(lookup(root, "network", "unknown").off, `"unknown" must be "deny" or "allow", got %q`, c.Network.Unknown)
+	}
+	for _, name := range c.Extends {
+		if strings.ContainsAny(name, "/\\") {
+			return d.errAt(lookup(root, "extends").off, "profile name %q must not contain a slash", name)
+		}
+	}
+	for _, list := range [][]string{c.Network.Allow, c.Network.Deny} {
+		for _, dom := range list {
+			if err := checkDomain(dom); err != nil {
+				return d.errAt(lookup(root, "network").off, "%v", err)
+			}
+		}
+	}
+	for name, addr := range c.Network.Hosts {
+		if i := strings.LastIndexByte(addr, ':'); i <= 0 || i == len(addr)-1 {
+			return d.errAt(lookup(root, "network", "hosts", name).off, "%q must map to host:port, got %q", name, addr)
+		}
+	}
+	for _, list := range [][]string{c.Command.Deny, c.Command.Allow} {
+		for _, cmd := range list {
+			if len(strings.Fields(cmd)) == 0 {
+				return d.errAt(lookup(root, "command").off, "a command rule is empty")
+			}
+		}
+	}
+	for _, name := range c.Env.Pass {
+		if !validEnvName(name) {
+			return d.errAt(lookup(root, "env", "pass").off, "%q is not a variable name", name)
+		}
+	}
+	for name := range c.Env.Set {
+		if !validEnvName(name) {
+			return d.errAt(lookup(root, "env", "set", name).off, "%q is not a variable name", name)
+		}
+	}
+	for name := range c.Secrets.Env {
+		if !validEnvName(name) {
+			return d.errAt(lookup(root, "secrets", "env", name).off, "%q is not a variable name", name)
+		}
+	}
+	return nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func checkDomain(dom string) error {
+	host := dom
+	if i := strings.LastIndexByte(dom, ':'); i >= 0 && !strings.HasSuffix(dom, "]") {
+		host = dom[:i]
+		if port := dom[i+1:]; port == "" || strings.Trim(port, "0123456789") != "" || len(port) > 5 {
+			return fmt.Errorf("%q has an invalid port (use name, *.name or name:port)", dom)
+		}
+	}
+	host = strings.TrimPrefix(host, "*.")
+	if host == "" || strings.ContainsAny(host, " /*?@") {
+		return fmt.Errorf("%q is not a domain (use name, *.name or name:port)", dom)
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+package jail
+
+import (
+	"sort"
+	"strings"
+)
+
+// secretNames are well-known variables that hold credentials.
+var secretNames = map[string]bool{
+	"ANTHROPIC_API_KEY": true, "OPENAI_API_KEY": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
+	"GITHUB_TOKEN": true, "GH_TOKEN": true, "GITLAB_TOKEN": true, "GLAB_TOKEN": true,
+	"AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true, "AWS_ACCESS_KEY_ID": true,
+	"NPM_TOKEN": true, "NODE_AUTH_TOKEN": true, "PYPI_TOKEN": true, "CARGO_REGISTRY_TOKEN": true,
+	"HF_TOKEN": true, "HUGGING_FACE_HUB_TOKEN": true, "SLACK_TOKEN": true, "DATABASE_URL": true,
+	"AZURE_CLIENT_SECRET": true, "GOOGLE_APPLICATION_CREDENTIALS": true, "DOCKER_AUTH_CONFIG": true,
+}
+
+// secretSuffixes mark a variable as secret by the end of its name.
+var secretSuffixes = []string{
+	"_API_KEY", "_APIKEY", "_TOKEN", "_SECRET", "_SECRET_KEY", "_PASSWORD", "_PASSWD",
+	"_ACCESS_KEY", "_PRIVATE_KEY", "_AUTH", "_CREDENTIALS", "_ACCESS_TOKEN",
+}
+
+// secretValuePrefixes mark a value as a credential whatever its name.
+var secretValuePrefixes = []string{
+	"sk-ant-", "sk-proj-", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "AKIA", "npm_",
+}
+
+// droppedEnv are host variables that point at host services the jail hides
+// (agents, buses, runtime directories); passing them only confuses tools.
+var droppedEnv = map[string]bool{
+	"SSH_AUTH_SOCK": true, "SSH_AGENT_PID": true, "GPG_AGENT_INFO": true,
+	"DBUS_SESSION_BUS_ADDRESS": true, "XDG_RUNTIME_DIR": true, "DOCKER_HOST": true,
+	"LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true,
+}
+
+// LooksSecret reports whether a variable name or value looks like a credential.
+func LooksSecret(name, value string) bool {
+	if secretNames[name] {
+		return true
+	}
+	upper := strings.ToUpper(name)
+	for _, s := range secretSuffixes {
+		if strings.HasSuffix(upper, s) {
+			return true
+		}
+	}
+	for _, p := range secretValuePrefixes {
+		if len(value) > len(p)+8 && strings.HasPrefix(value, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Placeholder is the value a secret variable has inside the jail.
+func Placeholder(name, suffix string) string {
+	return "jail-secret-" + name + "-" + suffix
+}
+
+// EnvPlan is the jailed command's environment and what was masked.
+type EnvPlan struct {
+	Env          []string // NAME=value, sorted
+	Placeholders []string // names whose values became placeholders
+	Dropped      []string // names not passed at all
+}
+
+// PlanEnv builds the jailed command's environment from the host's: secrets
+// become placeholders (unless env.pass names them), variables naming hidden
+// host services are dropped, env.set is applied last.
+func PlanEnv(host []string, pol *Policy, suffix, session string) EnvPlan {
+	pass := map[string]bool{}
+	for _, n := range pol.Env.Pass {
+		pass[n] = true
+	}
+	forced := map[string]bool{}
+	for _, n := range pol.SecretNames {
+		forced[n] = true
+	}
+	for n := range pol.Secrets.Env {
+		forced[n] = true
+	}
+	vars := map[string]string{}
+	var ep EnvPlan
+	for _, kv := range host {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			continue
+		}
+		switch {
+		case droppedEnv[name] || strings.HasPrefix(name, "JAIL_"):
+			ep.Dropped = append(ep.Dropped, name)
+			continue
+		case forced[name] || (!pass[name] && LooksSecret(name, value)):
+			value = Placeholder(name, suffix)
+			ep.Placeholders = append(ep.Placeholders, name)
+		}
+		vars[name] = value
+	}
+	for k, v := range pol.Env.Set {
+		vars[k] = v
+	}
+	vars["JAIL_SESSION"] = session
+	if vars["PATH"] == "" {
+		vars["PATH"] = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+	}
+	for _, k := range sortedKeys(vars) {
+		ep.Env = append(ep.Env, k+"="+vars[k])
+	}
+	sort.Strings(ep.Placeholders)
+	sort.Strings(ep.Dropped)
+	return ep
+}

@@ -1,0 +1,212 @@
+package jail
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// maxWalk bounds how many entries one glob expansion visits.
+const maxWalk = 1_000_000
+
+// Gather collects the facts Build needs for a policy: the machine's
+// protections, the state of every path of interest, glob matches, and the
+// hard links that would let a denied file be read under another name.
+func Gather(pol *Policy, home, cwd string) (*Facts, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the jail binary: %w", err)
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	f := &Facts{
+		UID: os.Getuid(), GID: os.Getgid(),
+		Home: home, Cwd: cwd, Exe: exe,
+		LandlockABI:  LandlockABI(),
+		Seccomp:      SeccompAvailable(),
+		Paths:        map[string]PathInfo{},
+		Matches:      map[string][]string{},
+		Env:          os.Environ(),
+		Session:      randomHex(8),
+		SecretSuffix: randomHex(12),
+	}
+	paths, patterns := Interest(pol, home)
+	for _, p := range paths {
+		f.Paths[p] = statPath(p)
+	}
+	sensitive := map[[2]uint64]bool{}
+	denied := append(append([]string{}, pol.DenyRead...), systemDeny...)
+	for _, rel := range homeDeny {
+		denied = append(denied, filepath.Join(home, rel))
+	}
+	walkGlobs(patterns, func(pat, path string, d fs.DirEntry) {
+		f.Matches[pat] = append(f.Matches[pat], path)
+		f.Paths[path] = statPath(path)
+	})
+	for _, pat := range patterns {
+		sort.Strings(f.Matches[pat])
+		f.Matches[pat] = union(nil, f.Matches[pat])
+	}
+	// Inodes of denied files with more than one name.
+	for _, pat := range denied {
+		list := []string{pat}
+		if HasMeta(pat) {
+			list = f.Matches[pat]
+		}
+		for _, p := range list {
+			collectLinked(p, sensitive)
+		}
+	}
+	if len(sensitive) > 0 {
+		f.HardLinks = findLinks(pol.ProjectRoot, sensitive)
+	}
+	return f, nil
+}
+
+// statPath describes one host path without following a final symlink.
+func statPath(p string) PathInfo {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return PathInfo{}
+	}
+	in := PathInfo{Exists: true, Dir: fi.IsDir()}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		in.Link, _ = os.Readlink(p)
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return PathInfo{} // dangling: nothing to bind
+		}
+		in.Resolved = r
+		if st, err := os.Stat(r); err == nil {
+			in.Dir = st.IsDir()
+		}
+	} else if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
+		in.Resolved = r // a parent directory is a symlink
+	}
+	return in
+}
+
+// walkGlobs expands patterns with as few tree walks as possible: patterns
+// whose bases nest share the walk of the outermost base. .git directories
+// are not entered unless a pattern's base is inside one.
+func walkGlobs(patterns []string, match func(pat, path string, d fs.DirEntry)) {
+	bases := map[string][]string{}
+	for _, pat := range patterns {
+		bases[GlobBase(pat)] = append(bases[GlobBase(pat)], pat)
+	}
+	roots := sortedKeys(bases)
+	var tops []string
+	for _, r := range roots {
+		if len(tops) > 0 && under(r, tops[len(tops)-1]) {
+			continue
+		}
+		tops = append(tops, r)
+	}
+	for _, top := range tops {
+		var pats []string
+		for _, r := range roots {
+			if under(r, top) {
+				pats = append(pats, bases[r]...)
+			}
+		}
+		if top == "/" {
+			continue // never walk the whole machine
+		}
+		seen := 0
+		_ = filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if seen++; seen > maxWalk {
+				return fs.SkipAll
+			}
+			for _, pat := range pats {
+				if MatchPath(pat, path) {
+					match(pat, path, d)
+				}
+			}
+			if d.IsDir() && d.Name() == ".git" && path != top {
+				inside := false
+				for _, pat := range pats {
+					inside = inside || strings.Contains(GlobBase(pat)+"/", "/.git/")
+				}
+				if !inside {
+					return fs.SkipDir
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// collectLinked records the inodes of regular files at or below p that have
+// more than one hard link.
+func collectLinked(p string, set map[[2]uint64]bool) {
+	seen := 0
+	_ = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || seen > 10000 {
+			return fs.SkipAll
+		}
+		seen++
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+					set[[2]uint64{uint64(st.Dev), st.Ino}] = true
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// findLinks returns files under root that share an inode with a denied file.
+func findLinks(root string, set map[[2]uint64]bool) []string {
+	var out []string
+	seen := 0
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > maxWalk {
+			return fs.SkipAll
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 && set[[2]uint64{uint64(st.Dev), st.Ino}] {
+					out = append(out, path)
+				}
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux >= 3.17
+	}
+	return hex.EncodeToString(b)
+}
+
+// HomeDir returns the user's home: $HOME when it is absolute, else the
+// password database's.
+func HomeDir() (string, error) {
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Clean(h), nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil || !filepath.IsAbs(h) {
+		return "", errors.New("cannot tell your home directory; set HOME to an absolute path")
+	}
+	return h, nil
+}

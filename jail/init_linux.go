@@ -1,0 +1,243 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/jailsh/jail/jail/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// File descriptors the host hands to init through bubblewrap. Nothing init
+// needs travels in argv or the environment.
+const (
+	fdSpec    = 3 // read: the InitSpec as JSON
+	fdStatus  = 4 // write: one JSON initStatus line
+	fdControl = 5 // read: signal numbers to forward, one byte each
+	fdStderr  = 6 // the caller's stderr, for the command
+	fdArgs    = 7 // read by bubblewrap: its arguments, NUL-separated
+)
+
+// InitSpec is what init needs to finish the jail and start the command.
+type InitSpec struct {
+	Argv      []string
+	Env       []string
+	Dir       string
+	LandlockV int
+	Landlock  []LandlockRule
+	Seccomp   []byte // compiled BPF program, 8 bytes per instruction
+	Ignore    []int  // signals that were ignored when jail started
+}
+
+// initStatus is init's report to the host.
+type initStatus struct {
+	Started bool   `json:"started,omitempty"`
+	Code    int    `json:"code,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// IsInit reports whether this process is jail's init inside a jail.
+func IsInit(args []string) bool {
+	return len(args) == 2 && args[0] == InitPath && args[1] == "init" && os.Getpid() == 1
+}
+
+// InitMain runs inside the namespaces as PID 1: it applies Landlock and
+// seccomp, starts the command, forwards signals, reaps orphans and exits
+// with the command's status. It never returns.
+func InitMain() {
+	status := os.NewFile(fdStatus, "status")
+	fail := func(code int, err error) {
+		msg, _ := json.Marshal(initStatus{Code: code, Error: err.Error()})
+		status.Write(append(msg, '\n'))
+		os.Exit(code)
+	}
+	if err := unix.Dup2(fdStderr, 2); err != nil {
+		fail(125, fmt.Errorf("init: restoring stderr: %w", err))
+	}
+	unix.Close(fdStderr)
+	specFile := os.NewFile(fdSpec, "spec")
+	var spec InitSpec
+	if err := json.NewDecoder(specFile).Decode(&spec); err != nil {
+		fail(125, fmt.Errorf("init: reading the jail spec: %w", err))
+	}
+	specFile.Close()
+	if err := closeStrayFDs(); err != nil {
+		fail(125, err)
+	}
+
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	for _, s := range spec.Ignore {
+		signal.Ignore(syscall.Signal(s))
+	}
+
+	if spec.LandlockV > 0 {
+		if err := applyLandlock(spec.LandlockV, spec.Landlock); err != nil {
+			fail(125, err)
+		}
+	}
+	if len(spec.Seccomp) > 0 {
+		prog, err := seccomp.Unmarshal(spec.Seccomp)
+		if err != nil {
+			fail(125, err)
+		}
+		if err := seccomp.Load(prog); err != nil {
+			fail(125, err)
+		}
+	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fail(125, fmt.Errorf("setting no_new_privs: %w", err))
+	}
+
+	path, code, err := lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)
+	if err != nil {
+		fail(code, err)
+	}
+	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+	})
+	if err != nil {
+		code := 126
+		if errors.Is(err, fs.ErrNotExist) {
+			code = 127
+		}
+		fail(code, fmt.Errorf("%s: %w", spec.Argv[0], unwrapPathError(err)))
+	}
+	msg, _ := json.Marshal(initStatus{Started: true})
+	status.Write(append(msg, '\n'))
+	status.Close()
+
+	control := make(chan syscall.Signal, 8)
+	go func() {
+		f := os.NewFile(fdControl, "control")
+		b := make([]byte, 1)
+		for {
+			if _, err := f.Read(b); err != nil {
+				control <- syscall.SIGKILL // the host is gone: so is the jail
+				return
+			}
+			control <- syscall.Signal(b[0])
+		}
+	}()
+
+	for {
+		select {
+		case s := <-control:
+			syscall.Kill(proc.Pid, s)
+		case s := <-sigs:
+			if s != syscall.SIGCHLD {
+				// Terminal signals reach the command directly (same process
+				// group); host-sent ones arrive on the control pipe.
+				continue
+			}
+			for {
+				var ws syscall.WaitStatus
+				pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+				if err != nil || pid <= 0 {
+					break
+				}
+				if pid == proc.Pid {
+					os.Exit(exitCode(ws))
+				}
+			}
+		}
+	}
+}
+
+func exitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// closeStrayFDs marks every descriptor above 2 close-on-exec, so that
+// nothing the host or bubblewrap left open reaches the command.
+func closeStrayFDs() error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("init: listing open files: %w", err)
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
+}
+
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath finds the command as a shell would, returning the exit code a
+// shell would use when it cannot: 127 not found, 126 not executable.
+func lookPath(name, pathEnv, dir string) (string, int, error) {
+	check := func(p string) error {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return syscall.EISDIR
+		}
+		return unix.Access(p, unix.X_OK)
+	}
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := check(p); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return "", 127, fmt.Errorf("%s: no such file or directory", name)
+			}
+			return "", 126, fmt.Errorf("%s: cannot execute: %v", name, unwrapPathError(err))
+		}
+		return p, 0, nil
+	}
+	var denied error
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		err := check(p)
+		if err == nil {
+			return p, 0, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) && denied == nil {
+			denied = fmt.Errorf("%s: cannot execute: %v", name, unwrapPathError(err))
+		}
+	}
+	if denied != nil {
+		return "", 126, denied
+	}
+	return "", 127, fmt.Errorf("%s: command not found", name)
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

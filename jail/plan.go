@@ -1,0 +1,481 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/jailsh/jail/jail/seccomp"
+)
+
+// InitPath is where the jail binary is bound, read-only, inside the jail so
+// that bubblewrap can run it as the jail's init.
+const InitPath = "/run/jail/init"
+
+// PathInfo is what jail learned about one host path before planning.
+type PathInfo struct {
+	Exists   bool
+	Dir      bool
+	Link     string // the symlink's target as written, when the path is a symlink
+	Resolved string // the path with every symlink resolved (bind sources use it)
+}
+
+// Facts are everything the planner needs to know about the machine, gathered
+// before planning so that planning is pure and testable.
+type Facts struct {
+	UID, GID    int
+	Home        string
+	Cwd         string
+	Exe         string // host path of the jail binary, bound in as init
+	LandlockABI int    // 0 when Landlock is unavailable
+	Seccomp     bool   // the kernel supports seccomp filters
+
+	Paths     map[string]PathInfo // every literal path of interest
+	Matches   map[string][]string // glob pattern -> existing matching paths
+	HardLinks []string            // visible files that are hard links to denied files
+
+	Env          []string // the host environment
+	Session      string   // random session id
+	SecretSuffix string   // random suffix of this session's placeholders
+}
+
+func (f *Facts) info(p string) PathInfo { return f.Paths[p] }
+
+// systemPaths are bound read-only when they exist; symlinks (merged /usr)
+// are recreated as symlinks.
+var systemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys/devices/system/cpu"}
+
+// systemDeny are host files that must stay unreadable even though /etc is
+// visible; they matter most when jail runs as root.
+var systemDeny = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*key", "/etc/ssl/private", "/etc/security/opasswd", "/etc/sudoers", "/etc/sudoers.d"}
+
+// homeDeny are credential stores in the home directory; they stay masked even
+// when a policy makes a parent directory visible.
+var homeDeny = []string{
+	".ssh/**", ".aws/**", ".gnupg/**", ".kube/**", ".docker/**", ".azure/**", ".config/gcloud/**",
+	".password-store/**", ".local/share/keyrings/**", ".netrc", ".git-credentials", ".npmrc", ".pypirc",
+	".cargo/credentials", ".cargo/credentials.toml", ".config/gh/hosts.yml", ".config/jail/ca/**",
+}
+
+// projectProtected are paths that stay read-only inside the writable project
+// because a later, unjailed program would execute what they contain.
+var projectProtected = []string{
+	".git/hooks", ".git/config", ".git/info", ".gitmodules", ".vscode", ".idea",
+	".claude/settings*.json", ".claude/commands", ".claude/agents", ".mcp.json", ".envrc", "**/jail.json",
+}
+
+// homeProtected are read-only whenever a policy makes them writable.
+var homeProtected = []string{
+	".ssh", ".gitconfig", ".config/git", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish", ".inputrc", ".config/jail",
+}
+
+// Interest lists the literal paths to stat and the glob patterns to expand
+// for a policy; Gather uses it and so does a test that checks Build asks
+// only about what it was told.
+func Interest(pol *Policy, home string) (paths, patterns []string) {
+	add := func(list ...string) {
+		for _, p := range list {
+			if HasMeta(p) {
+				patterns = append(patterns, p)
+			} else {
+				paths = append(paths, p)
+			}
+		}
+	}
+	add(systemPaths...)
+	add(systemDeny...)
+	add(pol.ProjectRoot, home)
+	for _, p := range homeDeny {
+		add(filepath.Join(home, p))
+	}
+	for _, p := range homeProtected {
+		add(filepath.Join(home, p))
+	}
+	for _, p := range projectProtected {
+		add(filepath.Join(pol.ProjectRoot, p))
+	}
+	add(pol.AllowRead...)
+	add(pol.AllowWrite...)
+	add(pol.DenyRead...)
+	add(pol.DenyWrite...)
+	return union(nil, paths), union(nil, patterns)
+}
+
+// Op is one step of the filesystem plan, executed in order by bubblewrap.
+type Op struct {
+	Kind string // ro-bind, bind, symlink, tmpfs, proc, dev, remount-ro, mask
+	Src  string
+	Dest string
+	Why  string
+}
+
+// Args renders the op as bubblewrap arguments.
+func (o Op) Args() []string {
+	switch o.Kind {
+	case "ro-bind", "bind", "symlink":
+		return []string{"--" + o.Kind, o.Src, o.Dest}
+	case "mask":
+		return []string{"--ro-bind", "/dev/null", o.Dest}
+	case "mask-dir":
+		return []string{"--perms", "0000", "--tmpfs", o.Dest, "--remount-ro", o.Dest}
+	case "home":
+		return []string{"--perms", "0700", "--tmpfs", o.Dest}
+	}
+	return []string{"--" + o.Kind, o.Dest}
+}
+
+func (o Op) String() string {
+	s := fmt.Sprintf("%-10s %s", o.Kind, o.Dest)
+	if o.Src != "" && o.Src != o.Dest {
+		s += " <- " + o.Src
+	}
+	if o.Why != "" {
+		s += "  # " + o.Why
+	}
+	return s
+}
+
+// LandlockRule grants an access class on a path inside the jail.
+type LandlockRule struct {
+	Path   string
+	Access string // list, read (read+execute), write (everything), proc, dev, tty
+	File   bool   // the path is a file, not a directory
+}
+
+// Plan is the complete, deterministic description of one jail.
+type Plan struct {
+	Argv        []string
+	Cwd         string
+	ProjectRoot string
+	Sources     []string
+
+	Namespaces []string // bubblewrap flags before the filesystem ops
+	Ops        []Op
+	Landlock   []LandlockRule
+	LandlockV  int // ABI version the rules are written for; 0 = not applied
+	Seccomp    []seccomp.Rule
+	Env        EnvPlan
+
+	// Missing lists protected paths that did not exist at start inside a
+	// writable tree; jail checks them after the command exits.
+	Missing  []string
+	Warnings []string
+	GaveUp   []string // protections dropped under --best-effort
+}
+
+// ErrUnsupported marks a protection the machine lacks.
+var ErrUnsupported = errors.New("unsupported")
+
+// Build turns a resolved policy and the gathered facts into a plan.
+func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("no command given; usage: jail [flags] [--] CMD [ARGS...] or jail -c 'STRING'")
+	}
+	root := pol.ProjectRoot
+	if root == "/" || under(f.Home, root) {
+		return nil, fmt.Errorf("refusing to use %s as the project root: it contains your home directory; run jail from inside a project directory (or put a jail.json there)", root)
+	}
+	p := &Plan{Argv: argv, Cwd: f.Cwd, ProjectRoot: root, Sources: pol.Sources}
+	if !under(f.Cwd, root) {
+		p.Cwd = root
+	}
+
+	p.Namespaces = []string{
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup",
+		"--disable-userns", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL",
+		"--uid", fmt.Sprint(f.UID), "--gid", fmt.Sprint(f.GID), "--hostname", "jail",
+	}
+
+	switch {
+	case f.LandlockABI >= 1:
+		p.LandlockV = min(f.LandlockABI, 7)
+	case pol.BestEffort:
+		p.GaveUp = append(p.GaveUp, "Landlock (the kernel has none; only the mount namespace limits files)")
+	default:
+		return nil, fmt.Errorf("%w: Landlock is not available on this kernel; use Linux >= 5.13 with Landlock enabled (lsm=landlock,...), or run with --best-effort to accept weaker isolation", ErrUnsupported)
+	}
+	if !f.Seccomp {
+		if !pol.BestEffort {
+			return nil, fmt.Errorf("%w: seccomp filters are not available on this kernel; enable CONFIG_SECCOMP_FILTER, or run with --best-effort to accept weaker isolation", ErrUnsupported)
+		}
+		p.GaveUp = append(p.GaveUp, "seccomp (no syscall filter: ptrace, mount, bpf, TIOCSTI… stay reachable)")
+	} else {
+		p.Seccomp = seccomp.DefaultRules()
+	}
+
+	var base, protect, masks []Op
+	type bind struct {
+		dest     string
+		writable bool
+	}
+	var binds []bind // host-backed trees, for visibility checks
+
+	for _, sp := range systemPaths {
+		in := f.info(sp)
+		switch {
+		case !in.Exists:
+		case in.Link != "":
+			base = append(base, Op{Kind: "symlink", Src: in.Link, Dest: sp})
+		case in.Dir:
+			base = append(base, Op{Kind: "ro-bind", Src: sp, Dest: sp, Why: "system"})
+			binds = append(binds, bind{sp, false})
+			p.Landlock = append(p.Landlock, LandlockRule{Path: sp, Access: "read"})
+		}
+	}
+	base = append(base,
+		Op{Kind: "proc", Dest: "/proc"},
+		Op{Kind: "dev", Dest: "/dev"},
+		Op{Kind: "tmpfs", Dest: "/tmp", Why: "private"},
+		Op{Kind: "home", Dest: f.Home, Why: "throwaway home"},
+		Op{Kind: "ro-bind", Src: f.Exe, Dest: InitPath, Why: "jail init"},
+	)
+	p.Landlock = append(p.Landlock,
+		// Listing directories reveals only names the mount view already shows.
+		LandlockRule{Path: "/", Access: "list"},
+		LandlockRule{Path: "/proc", Access: "proc"},
+		LandlockRule{Path: "/dev", Access: "dev"},
+		LandlockRule{Path: "/dev/shm", Access: "write"},
+		LandlockRule{Path: "/dev/pts", Access: "tty"},
+		LandlockRule{Path: "/dev/ptmx", Access: "tty", File: true},
+		LandlockRule{Path: "/dev/tty", Access: "tty", File: true},
+		LandlockRule{Path: "/tmp", Access: "write"},
+		LandlockRule{Path: f.Home, Access: "write"},
+		LandlockRule{Path: InitPath, Access: "read", File: true},
+	)
+
+	expand := func(list []string) []string {
+		var out []string
+		for _, pat := range list {
+			if HasMeta(pat) {
+				out = append(out, f.Matches[pat]...)
+			} else if f.info(pat).Exists {
+				out = append(out, pat)
+			}
+		}
+		return out
+	}
+	addBind := func(path string, writable bool, why string) {
+		in := f.info(path)
+		src := path
+		if in.Resolved != "" {
+			src = in.Resolved
+		}
+		if path == "/" || src == "/" {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("ignored %s: exposing / is not allowed", path))
+			return
+		}
+		kind, access := "ro-bind", "read"
+		if writable {
+			kind, access = "bind", "write"
+		}
+		base = append(base, Op{Kind: kind, Src: src, Dest: path, Why: why})
+		binds = append(binds, bind{path, writable})
+		p.Landlock = append(p.Landlock, LandlockRule{Path: path, Access: access, File: !in.Dir && in.Exists})
+	}
+	writeSet := map[string]bool{}
+	addBind(root, true, "project")
+	writeSet[root] = true
+	for _, w := range expand(pol.AllowWrite) {
+		if !writeSet[w] && !coveredBy(w, writeSet) {
+			addBind(w, true, "allowWrite")
+			writeSet[w] = true
+		}
+	}
+	for _, r := range expand(pol.AllowRead) {
+		if !coveredBy(r, writeSet) {
+			addBind(r, false, "allowRead")
+		}
+	}
+	for _, pat := range pol.AllowWrite {
+		if !HasMeta(pat) && !f.info(pat).Exists {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("allowWrite %s does not exist; skipped", pat))
+		}
+	}
+
+	// visible reports whether a path is backed by a host bind inside the
+	// jail and whether that bind is writable: the deepest bind containing
+	// the path is the mount that covers it.
+	visible := func(path string) (seen, writable bool) {
+		depth := -1
+		for _, b := range binds {
+			if under(path, b.dest) && len(b.dest) > depth {
+				depth, seen, writable = len(b.dest), true, b.writable
+			}
+		}
+		return seen, writable
+	}
+
+	// Read-only re-binds: denyWrite and the delayed-escape paths.
+	var roPaths []string
+	var protectedLiteral []string
+	for _, rel := range projectProtected {
+		protectedLiteral = append(protectedLiteral, filepath.Join(root, rel))
+	}
+	for _, rel := range homeProtected {
+		protectedLiteral = append(protectedLiteral, filepath.Join(f.Home, rel))
+	}
+	for _, pp := range protectedLiteral {
+		if HasMeta(pp) {
+			roPaths = append(roPaths, f.Matches[pp]...)
+			continue
+		}
+		if _, w := visible(pp); w {
+			if f.info(pp).Exists {
+				roPaths = append(roPaths, pp)
+			} else {
+				p.Missing = append(p.Missing, pp)
+			}
+		}
+	}
+	roPaths = append(roPaths, expand(pol.DenyWrite)...)
+	for _, rp := range union(nil, roPaths) {
+		if _, w := visible(rp); w {
+			src := rp
+			if r := f.info(rp).Resolved; r != "" {
+				src = r
+			}
+			protect = append(protect, Op{Kind: "ro-bind", Src: src, Dest: rp, Why: "read-only"})
+		}
+	}
+
+	// Masks: denyRead, the system and home credential stores, hard links.
+	var denyPats []string
+	denyPats = append(denyPats, systemDeny...)
+	for _, rel := range homeDeny {
+		denyPats = append(denyPats, filepath.Join(f.Home, rel))
+	}
+	denyPats = append(denyPats, pol.DenyRead...)
+	maskSet := map[string]bool{}
+	var maskPaths []string
+	candidates := append(expand(denyPats), f.HardLinks...)
+	sort.Strings(candidates) // parents first, so a masked directory covers its contents
+	for _, m := range candidates {
+		if seen, _ := visible(m); seen && !maskSet[m] && !coveredBy(m, maskSet) {
+			maskSet[m] = true
+			maskPaths = append(maskPaths, m)
+		}
+	}
+	for _, m := range maskPaths {
+		kind := "mask"
+		if f.info(m).Dir {
+			kind = "mask-dir"
+		}
+		masks = append(masks, Op{Kind: kind, Dest: m, Why: "denyRead"})
+	}
+
+	sortOps(base)
+	sortOps(protect)
+	p.Ops = append(append(base, protect...), masks...)
+	sort.SliceStable(p.Landlock, func(i, j int) bool { return p.Landlock[i].Path < p.Landlock[j].Path })
+
+	if pol.Network.Unknown == "allow" || len(pol.Network.Allow) > 0 || len(pol.Network.Hosts) > 0 {
+		p.Warnings = append(p.Warnings, "network rules are not enforced by this build: the jail has loopback only")
+	}
+	if len(pol.Command.Deny) > 0 {
+		p.Warnings = append(p.Warnings, "command rules are not enforced by this build yet: "+strings.Join(pol.Command.Deny, ", "))
+	}
+	p.Env = PlanEnv(f.Env, pol, f.SecretSuffix, f.Session)
+	return p, nil
+}
+
+// coveredBy reports whether p lies strictly below one of the set's paths.
+func coveredBy(p string, set map[string]bool) bool {
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		if set[d] {
+			return true
+		}
+		if d == "/" || d == "." {
+			return false
+		}
+	}
+}
+
+// sortOps orders ops so that every parent is mounted before its children.
+func sortOps(ops []Op) {
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Dest < ops[j].Dest })
+}
+
+// BwrapArgs is the bubblewrap command line of the plan, without the command.
+func (p *Plan) BwrapArgs() []string {
+	args := append([]string{}, p.Namespaces...)
+	for _, op := range p.Ops {
+		args = append(args, op.Args()...)
+	}
+	return append(args, "--chdir", p.Cwd)
+}
+
+// String renders the plan for `jail plan` and golden files.
+func (p *Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "command     %s\n", strings.Join(quoteAll(p.Argv), " "))
+	fmt.Fprintf(&b, "project     %s\n", p.ProjectRoot)
+	if p.Cwd != p.ProjectRoot {
+		fmt.Fprintf(&b, "cwd         %s\n", p.Cwd)
+	}
+	for _, s := range p.Sources {
+		fmt.Fprintf(&b, "config      %s\n", s)
+	}
+	b.WriteString("namespaces  user pid ipc uts net(loopback only) cgroup; no capabilities; no new user namespaces\n")
+	b.WriteString("\nfilesystem (bubblewrap, in order)\n")
+	for _, op := range p.Ops {
+		fmt.Fprintf(&b, "  %s\n", op)
+	}
+	if p.LandlockV > 0 {
+		fmt.Fprintf(&b, "\nlandlock (ABI %d; everything else denied; abstract unix sockets and signals scoped)\n", p.LandlockV)
+		for _, r := range p.Landlock {
+			fmt.Fprintf(&b, "  %-6s %s\n", r.Access, r.Path)
+		}
+	}
+	if len(p.Seccomp) > 0 {
+		b.WriteString("\nseccomp (native architecture only; default allow)\n")
+		for _, r := range p.Seccomp {
+			fmt.Fprintf(&b, "  %s\n", r)
+		}
+	}
+	b.WriteString("\nenvironment\n")
+	fmt.Fprintf(&b, "  placeholders: %s\n", orNone(p.Env.Placeholders))
+	fmt.Fprintf(&b, "  dropped:      %s\n", orNone(p.Env.Dropped))
+	if len(p.GaveUp) > 0 {
+		b.WriteString("\nbest effort: gave up\n")
+		for _, g := range p.GaveUp {
+			fmt.Fprintf(&b, "  %s\n", g)
+		}
+	}
+	if len(p.Warnings) > 0 {
+		b.WriteString("\nwarnings\n")
+		for _, w := range p.Warnings {
+			fmt.Fprintf(&b, "  %s\n", w)
+		}
+	}
+	b.WriteString("\nbubblewrap\n  bwrap")
+	for _, a := range p.BwrapArgs() {
+		b.WriteString(" " + shellQuote(a))
+	}
+	fmt.Fprintf(&b, " -- %s init\n", InitPath)
+	return b.String()
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "(none)"
+	}
+	return strings.Join(list, " ")
+}
+
+func quoteAll(list []string) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = shellQuote(s)
+	}
+	return out
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,248 @@
+package jail
+
+import (
+	"errors"
+	"flag"
+	goparser "go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// fakeFacts describes a Debian-like machine with merged /usr, a user whose
+// home is /home/u and a project at /home/u/proj.
+func fakeFacts(extra map[string]PathInfo, matches map[string][]string) *Facts {
+	f := &Facts{
+		UID: 1000, GID: 1000, Home: "/home/u", Cwd: "/home/u/proj/sub", Exe: "/usr/local/bin/jail",
+		LandlockABI: 7, Seccomp: true,
+		Paths: map[string]PathInfo{
+			"/usr": {Exists: true, Dir: true}, "/etc": {Exists: true, Dir: true}, "/opt": {Exists: true, Dir: true},
+			"/bin":                    {Exists: true, Dir: true, Link: "usr/bin", Resolved: "/usr/bin"},
+			"/lib":                    {Exists: true, Dir: true, Link: "usr/lib", Resolved: "/usr/lib"},
+			"/lib64":                  {Exists: true, Dir: true, Link: "usr/lib64", Resolved: "/usr/lib64"},
+			"/sbin":                   {Exists: true, Dir: true, Link: "usr/sbin", Resolved: "/usr/sbin"},
+			"/sys/devices/system/cpu": {Exists: true, Dir: true},
+			"/etc/shadow":             {Exists: true}, "/etc/gshadow": {Exists: true},
+			"/etc/ssl/private": {Exists: true, Dir: true},
+			"/home/u":          {Exists: true, Dir: true}, "/home/u/proj": {Exists: true, Dir: true},
+			"/home/u/proj/.git/hooks":  {Exists: true, Dir: true},
+			"/home/u/proj/.git/config": {Exists: true},
+			"/home/u/.ssh":             {Exists: true, Dir: true},
+			"/home/u/.ssh/id_ed25519":  {Exists: true},
+			"/home/u/.bashrc":          {Exists: true},
+			"/home/u/.aws":             {Exists: true, Dir: true},
+		},
+		Matches: map[string][]string{
+			"/home/u/.ssh/**":                     {"/home/u/.ssh", "/home/u/.ssh/id_ed25519"},
+			"/home/u/.aws/**":                     {"/home/u/.aws"},
+			"/home/u/proj/**/jail.json":           {"/home/u/proj/jail.json"},
+			"/etc/ssh/ssh_host_*key":              {"/etc/ssh/ssh_host_ed25519_key"},
+			"/home/u/proj/.claude/settings*.json": nil,
+		},
+		Env: []string{
+			"PATH=/usr/bin:/bin", "HOME=/home/u", "TERM=xterm", "ANTHROPIC_API_KEY=sk-ant-real",
+			"SSH_AUTH_SOCK=/run/user/1000/ssh", "MY_SERVICE_TOKEN=t0k", "EDITOR=vi",
+		},
+		Session: "s3ss10n", SecretSuffix: "r4nd0m",
+	}
+	f.Paths["/home/u/proj/jail.json"] = PathInfo{Exists: true}
+	f.Paths["/etc/ssh/ssh_host_ed25519_key"] = PathInfo{Exists: true}
+	for k, v := range extra {
+		f.Paths[k] = v
+	}
+	for k, v := range matches {
+		f.Matches[k] = v
+	}
+	return f
+}
+
+func TestPlanGolden(t *testing.T) {
+	tests := []struct {
+		name    string
+		pol     Policy
+		extra   map[string]PathInfo
+		matches map[string][]string
+	}{
+		{name: "default", pol: Policy{ProjectRoot: "/home/u/proj"}},
+		{
+			name: "users-example",
+			pol: Policy{
+				ProjectRoot: "/home/u/proj", Sources: []string{"/home/u/proj/jail.json"},
+				AllowWrite: []string{"/home/u/proj"},
+				DenyRead:   []string{"/home/u/proj/.env", "/home/u/proj/.env.*", "/home/u/proj/secrets/**", "/home/u/proj/**/*.pem", "/home/u/.ssh/**", "/home/u/.aws/**"},
+				Command:    CommandConfig{Deny: []string{"git push", "npm publish"}},
+			},
+			extra: map[string]PathInfo{
+				"/home/u/proj/.env": {Exists: true}, "/home/u/proj/secrets": {Exists: true, Dir: true},
+				"/home/u/proj/secrets/a": {Exists: true}, "/home/u/proj/k/x.pem": {Exists: true},
+			},
+			matches: map[string][]string{
+				"/home/u/proj/.env.*":     nil,
+				"/home/u/proj/secrets/**": {"/home/u/proj/secrets", "/home/u/proj/secrets/a"},
+				"/home/u/proj/**/*.pem":   {"/home/u/proj/k/x.pem"},
+			},
+		},
+		{
+			name: "allow-home-paths",
+			pol: Policy{
+				ProjectRoot: "/home/u/proj",
+				AllowRead:   []string{"/home/u/.config/gh", "/home/u/.gitconfig", "/home/u/missing"},
+				AllowWrite:  []string{"/home/u/.npm", "/home/u/.cache/go-build"},
+				DenyWrite:   []string{"/home/u/proj/Makefile"},
+			},
+			extra: map[string]PathInfo{
+				"/home/u/.config/gh": {Exists: true, Dir: true, Resolved: "/data/gh"},
+				"/home/u/.gitconfig": {Exists: true}, "/home/u/.npm": {Exists: true, Dir: true},
+				"/home/u/.cache/go-build": {Exists: true, Dir: true}, "/home/u/proj/Makefile": {Exists: true},
+				"/home/u/.config/gh/hosts.yml": {Exists: true},
+			},
+		},
+		{
+			name: "writable-home",
+			pol:  Policy{ProjectRoot: "/home/u/proj", AllowWrite: []string{"/home/u"}},
+		},
+		{
+			name: "hard-link",
+			pol:  Policy{ProjectRoot: "/home/u/proj"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fakeFacts(tt.extra, tt.matches)
+			if tt.name == "hard-link" {
+				f.HardLinks = []string{"/home/u/proj/innocent.txt"}
+			}
+			pol := tt.pol
+			pol.Network.Unknown = "deny"
+			p, err := Build(&pol, f, []string{"claude", "--version"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", "plan", tt.name+".golden"), p.String())
+		})
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test ./jail -run %s -update to accept):\n%s", path, t.Name(), lineDiff(string(want), got))
+	}
+}
+
+// lineDiff shows the lines that differ, marked - (want) and + (got).
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			b.WriteString(strconv.Itoa(i+1) + ":\n- " + wl + "\n+ " + gl + "\n")
+		}
+	}
+	return b.String()
+}
+
+func TestPlanRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		pol  Policy
+		mod  func(*Facts)
+		want string
+	}{
+		{"home as project", Policy{ProjectRoot: "/home/u"}, nil, "refusing to use /home/u as the project root"},
+		{"root as project", Policy{ProjectRoot: "/"}, nil, "refusing to use / as the project root"},
+		{"no landlock", Policy{ProjectRoot: "/home/u/proj"}, func(f *Facts) { f.LandlockABI = 0 }, "Landlock is not available"},
+		{"no seccomp", Policy{ProjectRoot: "/home/u/proj"}, func(f *Facts) { f.Seccomp = false }, "seccomp filters are not available"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fakeFacts(nil, nil)
+			if tt.mod != nil {
+				tt.mod(f)
+			}
+			_, err := Build(&tt.pol, f, []string{"true"})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	f := fakeFacts(nil, nil)
+	f.LandlockABI = 0
+	_, err := Build(&Policy{ProjectRoot: "/home/u/proj"}, f, []string{"true"})
+	if !errors.Is(err, ErrUnsupported) {
+		t.Errorf("missing Landlock: %v is not ErrUnsupported", err)
+	}
+	p, err := Build(&Policy{ProjectRoot: "/home/u/proj", BestEffort: true}, f, []string{"true"})
+	if err != nil || p.LandlockV != 0 || len(p.GaveUp) != 1 {
+		t.Errorf("best effort without Landlock: err=%v LandlockV=%d GaveUp=%v", err, p.LandlockV, p.GaveUp)
+	}
+}
+
+// TestPlanDeterministic builds the same plan twice from the same facts.
+func TestPlanDeterministic(t *testing.T) {
+	pol := Policy{ProjectRoot: "/home/u/proj", AllowRead: []string{"/home/u/.gitconfig"}}
+	a, err := Build(&pol, fakeFacts(nil, nil), []string{"x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		b, _ := Build(&pol, fakeFacts(nil, nil), []string{"x"})
+		if a.String() != b.String() {
+			t.Fatalf("plan differs between two builds:\n%s", lineDiff(a.String(), b.String()))
+		}
+	}
+}
+
+// TestPlannerIsPure is a statement of policy: the planning files touch no
+// kernel and run no programs; only the apply side does.
+func TestPlannerIsPure(t *testing.T) {
+	forbidden := map[string]bool{"os": true, "os/exec": true, "syscall": true, "golang.org/x/sys/unix": true, "unsafe": true}
+	for _, file := range []string{"plan.go", "env.go", "glob.go", "jsonc.go", "seccomp/rules.go"} {
+		f, err := goparser.ParseFile(token.NewFileSet(), file, nil, goparser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); forbidden[p] {
+				t.Errorf("%s imports %s; planning must stay pure (gather facts in facts.go)", file, p)
+			}
+		}
+	}
+}
+
+func TestPlanEnv(t *testing.T) {
+	pol := &Policy{Env: EnvConfig{Pass: []string{"GH_TOKEN"}, Set: map[string]string{"CI": "1"}}, SecretNames: []string{"DB_URL_X"}}
+	ep := PlanEnv([]string{"GH_TOKEN=ghp_passme", "OPENAI_API_KEY=sk-x", "DB_URL_X=postgres://u:p@h", "FOO=bar", "SSH_AUTH_SOCK=/x", "JAIL_SESSION=old", "WEIRD=ghp_0123456789abcdef"}, pol, "SUF", "SESS")
+	got := strings.Join(ep.Env, "\n")
+	for _, want := range []string{"GH_TOKEN=ghp_passme", "OPENAI_API_KEY=jail-secret-OPENAI_API_KEY-SUF", "DB_URL_X=jail-secret-DB_URL_X-SUF", "FOO=bar", "CI=1", "JAIL_SESSION=SESS", "WEIRD=jail-secret-WEIRD-SUF"} {
+		if !strings.Contains(got+"\n", want+"\n") {
+			t.Errorf("env lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "SSH_AUTH_SOCK") || strings.Contains(got, "sk-x") || strings.Contains(got, "=old") {
+		t.Errorf("env leaks:\n%s", got)
+	}
+}

@@ -1,0 +1,229 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Options are the command-line inputs that shape the policy.
+type Options struct {
+	Settings   string   // --settings FILE
+	Profiles   []string // --profile a,b
+	AllowRead  []string
+	AllowWrite []string
+	DenyRead   []string
+	Secrets    []string // --secret VAR
+	BestEffort bool
+	Debug      bool
+}
+
+// Policy is the merged, resolved policy: every path is absolute (globs kept
+// as patterns), every layer applied. It holds no facts about the machine.
+type Policy struct {
+	ProjectRoot string
+	Sources     []string // the config files that contributed, lowest first
+
+	AllowRead, AllowWrite, DenyRead, DenyWrite []string
+
+	Network NetworkConfig
+	Secrets SecretsConfig
+	Command CommandConfig
+	Env     EnvConfig
+	Extends []string
+
+	SecretNames []string // --secret
+	BestEffort  bool
+}
+
+// UserConfigDir is jail's directory under XDG_CONFIG_HOME (or ~/.config).
+func UserConfigDir(home string, getenv func(string) string) string {
+	if x := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "jail")
+	}
+	return filepath.Join(home, ".config", "jail")
+}
+
+// FindProject walks up from cwd looking for jail.json, stopping at the git
+// root or at home. It returns the jail.json found ("" if none) and the
+// project root: the jail.json's directory, else the git root, else cwd.
+func FindProject(cwd, home string) (configPath, root string) {
+	gitRoot := ""
+	for dir := cwd; ; dir = filepath.Dir(dir) {
+		if dir == home && home != "" && dir != cwd {
+			break
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "jail.json")); err == nil && fi.Mode().IsRegular() && dir != home {
+			configPath = filepath.Join(dir, "jail.json")
+			root = dir
+			break
+		}
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			gitRoot = dir
+			break
+		}
+		if dir == "/" || dir == home {
+			break
+		}
+	}
+	switch {
+	case root != "":
+	case gitRoot != "":
+		root = gitRoot
+	default:
+		root = cwd
+	}
+	return configPath, root
+}
+
+// LoadLayers reads the config files in SPEC §2.1's order (user config, the
+// project's jail.json, --settings) and returns them with the project root.
+// Command-line flags become the last layer.
+func LoadLayers(opts Options, cwd, home string, getenv func(string) string) ([]*Config, string, error) {
+	var layers []*Config
+	load := func(path string, optional bool) error {
+		if optional {
+			if _, err := os.Stat(path); os.IsNotExist(err) {
+				return nil
+			}
+		}
+		c, err := LoadConfigFile(path, displayPath(path, cwd))
+		if err != nil {
+			return err
+		}
+		layers = append(layers, c)
+		return nil
+	}
+	if err := load(filepath.Join(UserConfigDir(home, getenv), "config.json"), true); err != nil {
+		return nil, "", err
+	}
+	projectConfig, root := FindProject(cwd, home)
+	if projectConfig != "" {
+		if err := load(projectConfig, false); err != nil {
+			return nil, "", err
+		}
+	}
+	if opts.Settings != "" {
+		p := opts.Settings
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		if err := load(p, false); err != nil {
+			return nil, "", err
+		}
+	}
+	flags := &Config{Dir: cwd}
+	flags.Filesystem.AllowRead = opts.AllowRead
+	flags.Filesystem.AllowWrite = opts.AllowWrite
+	flags.Filesystem.DenyRead = opts.DenyRead
+	layers = append(layers, flags)
+	return layers, root, nil
+}
+
+func displayPath(path, cwd string) string {
+	if rel, err := filepath.Rel(cwd, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+// Resolve merges layers (lowest first) into a Policy: lists are unions,
+// maps are merged with later layers winning, relative paths are taken
+// against each layer's own directory and ~ against home.
+func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error) {
+	p := &Policy{ProjectRoot: root, BestEffort: opts.BestEffort}
+	for _, c := range layers {
+		if c.File != "" {
+			p.Sources = append(p.Sources, c.File)
+		}
+		paths := func(list []string) []string {
+			out := make([]string, 0, len(list))
+			for _, s := range list {
+				out = append(out, ExpandPath(s, c.Dir, home))
+			}
+			return out
+		}
+		p.AllowRead = union(p.AllowRead, paths(c.Filesystem.AllowRead))
+		p.AllowWrite = union(p.AllowWrite, paths(c.Filesystem.AllowWrite))
+		p.DenyRead = union(p.DenyRead, paths(c.Filesystem.DenyRead))
+		p.DenyWrite = union(p.DenyWrite, paths(c.Filesystem.DenyWrite))
+		p.Network.Allow = union(p.Network.Allow, c.Network.Allow)
+		p.Network.Deny = union(p.Network.Deny, c.Network.Deny)
+		if c.Network.Unknown != "" {
+			p.Network.Unknown = c.Network.Unknown
+		}
+		p.Network.Hosts = mergeMap(p.Network.Hosts, c.Network.Hosts)
+		for k, v := range c.Secrets.Env {
+			if p.Secrets.Env == nil {
+				p.Secrets.Env = map[string][]string{}
+			}
+			p.Secrets.Env[k] = union(p.Secrets.Env[k], v)
+		}
+		p.Secrets.Files = union(p.Secrets.Files, paths(c.Secrets.Files))
+		p.Command.Deny = union(p.Command.Deny, c.Command.Deny)
+		p.Command.Allow = union(p.Command.Allow, c.Command.Allow)
+		p.Env.Pass = union(p.Env.Pass, c.Env.Pass)
+		p.Env.Set = mergeMap(p.Env.Set, c.Env.Set)
+		p.Extends = union(p.Extends, c.Extends)
+	}
+	p.SecretNames = union(nil, opts.Secrets)
+	if p.Network.Unknown == "" {
+		p.Network.Unknown = "deny"
+	}
+	if len(p.Extends) > 0 || len(opts.Profiles) > 0 {
+		names := union(p.Extends, opts.Profiles)
+		return nil, fmt.Errorf("unknown profile %q: this build of jail has no profiles yet; remove it from \"extends\" or --profile", names[0])
+	}
+	return p, nil
+}
+
+// ExpandPath makes a config path absolute: "~" and "~/x" are under home,
+// relative paths are under dir. Glob characters are kept.
+func ExpandPath(p, dir, home string) string {
+	switch {
+	case p == "~":
+		return home
+	case strings.HasPrefix(p, "~/"):
+		return filepath.Join(home, p[2:])
+	case filepath.IsAbs(p):
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}
+
+func union(a, b []string) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	out := make([]string, 0, len(a)+len(b))
+	for _, s := range append(append([]string{}, a...), b...) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func mergeMap(a, b map[string]string) map[string]string {
+	if len(b) == 0 {
+		return a
+	}
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

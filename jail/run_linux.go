@@ -1,0 +1,193 @@
+package jail
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/jailsh/jail/jail/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// ExitError is a failure of jail itself (or of starting the command) that
+// carries the exit code jail should end with.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// FindBwrap returns the path of bubblewrap.
+func FindBwrap() (string, error) {
+	for _, p := range []string{"/usr/bin/bwrap", "/bin/bwrap"} {
+		if unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("bwrap"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: bubblewrap (bwrap) is not installed; install it with: sudo apt-get install bubblewrap", ErrUnsupported)
+}
+
+// forwarded are the signals the host relays to the command.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// Run executes a plan: bubblewrap builds the namespaces and mounts, jail's
+// init applies Landlock and seccomp and runs the command. It returns the
+// command's exit code, or an *ExitError when the jail could not be built.
+func Run(plan *Plan, stderr io.Writer) (int, error) {
+	bwrap, err := FindBwrap()
+	if err != nil {
+		return 125, &ExitError{125, err}
+	}
+	spec := InitSpec{Argv: plan.Argv, Env: plan.Env.Env, Dir: plan.Cwd, LandlockV: plan.LandlockV, Landlock: plan.Landlock}
+	if len(plan.Seccomp) > 0 {
+		prog, err := seccomp.Compile(plan.Seccomp)
+		if err != nil {
+			return 125, &ExitError{125, fmt.Errorf("compiling the seccomp filter: %w", err)}
+		}
+		spec.Seccomp = seccomp.Marshal(prog)
+	}
+	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP} {
+		if signal.Ignored(s) {
+			spec.Ignore = append(spec.Ignore, int(s))
+		}
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return 125, &ExitError{125, err}
+	}
+	var args bytes.Buffer
+	for _, a := range plan.BwrapArgs() {
+		args.WriteString(a)
+		args.WriteByte(0)
+	}
+
+	// Host end, jail end of each pipe.
+	specR, specW, err1 := os.Pipe()
+	statusR, statusW, err2 := os.Pipe()
+	controlR, controlW, err3 := os.Pipe()
+	argsR, argsW, err4 := os.Pipe()
+	errR, errW, err5 := os.Pipe()
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return 125, &ExitError{125, fmt.Errorf("creating pipes: %w", err)}
+	}
+	realStderr := os.Stderr
+	cmd := exec.Command(bwrap, "--args", fmt.Sprint(fdArgs), InitPath, "init")
+	cmd.Env = []string{} // nothing of the host's environment reaches init
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, errW
+	cmd.ExtraFiles = []*os.File{specR, statusW, controlR, realStderr, argsR} // fds 3..7
+
+	// bubblewrap must survive a Ctrl-C meant for the command: ignored
+	// signals stay ignored across exec, and init restores them.
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	err = cmd.Start()
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	for _, f := range []*os.File{specR, statusW, controlR, argsR, errW} {
+		f.Close()
+	}
+	if err != nil {
+		return 125, &ExitError{125, fmt.Errorf("starting bubblewrap: %w", err)}
+	}
+	go func() { argsW.Write(args.Bytes()); argsW.Close() }()
+	go func() { specW.Write(specJSON); specW.Close() }()
+
+	var bwrapErr bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); io.Copy(&bwrapErr, io.LimitReader(errR, 64<<10)); io.Copy(io.Discard, errR) }()
+	var st initStatus
+	go func() {
+		defer wg.Done()
+		line, err := bufio.NewReader(statusR).ReadBytes('\n')
+		if err == nil || len(line) > 0 {
+			json.Unmarshal(line, &st)
+		}
+	}()
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var waitErr error
+loop:
+	for {
+		select {
+		case s := <-sigs:
+			if (s == syscall.SIGINT || s == syscall.SIGQUIT) && foregroundTTY() {
+				continue // the terminal delivered it to the command already
+			}
+			controlW.Write([]byte{byte(s.(syscall.Signal))})
+		case waitErr = <-done:
+			break loop
+		}
+	}
+	controlW.Close()
+	wg.Wait()
+	statusR.Close()
+	errR.Close()
+
+	if st.Error != "" {
+		return st.Code, &ExitError{st.Code, errors.New(st.Error)}
+	}
+	if !st.Started {
+		return 125, &ExitError{125, bwrapFailure(bwrapErr.String(), waitErr)}
+	}
+	if bwrapErr.Len() > 0 {
+		stderr.Write(bwrapErr.Bytes())
+	}
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
+			return exitCode(ws), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	if waitErr != nil {
+		return 125, &ExitError{125, waitErr}
+	}
+	return 0, nil
+}
+
+// foregroundTTY reports whether jail runs in the foreground of a terminal,
+// where Ctrl-C reaches the whole process group, the command included.
+func foregroundTTY() bool {
+	for _, fd := range []int{0, 1, 2} {
+		pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		if err == nil {
+			return pgrp == unix.Getpgrp()
+		}
+	}
+	return false
+}
+
+// bwrapFailure turns bubblewrap's complaint into one line with a fix.
+func bwrapFailure(msg string, waitErr error) error {
+	msg = strings.TrimSpace(msg)
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	if msg == "" {
+		msg = fmt.Sprint(waitErr)
+	}
+	hint := ""
+	switch {
+	case strings.Contains(msg, "uid map") || strings.Contains(msg, "RTM_NEWADDR") || strings.Contains(msg, "No permissions to create new namespace"):
+		hint = " (unprivileged user namespaces are blocked on this machine; run `jail check` for the fix)"
+	case strings.Contains(msg, "Can't find source path"):
+		hint = " (a path in the policy vanished while jail started; try again)"
+	}
+	return fmt.Errorf("bubblewrap failed: %s%s", strings.TrimPrefix(msg, "bwrap: "), hint)
+}
