@@ -100,17 +100,15 @@ func InitMain() {
 	if err != nil {
 		fail(code, err)
 	}
-	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-	})
+	// syscall.ForkExec rather than os.StartProcess: the os package probes
+	// for pidfd support with an extra fork, a cost paid on every jail.
+	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: []uintptr{0, 1, 2}})
 	if err != nil {
 		code := 126
 		if errors.Is(err, fs.ErrNotExist) {
 			code = 127
 		}
-		fail(code, fmt.Errorf("%s: %w", spec.Argv[0], unwrapPathError(err)))
+		fail(code, fmt.Errorf("%s: %w", spec.Argv[0], err))
 	}
 	msg, _ := json.Marshal(initStatus{Started: true})
 	status.Write(append(msg, '\n'))
@@ -132,7 +130,7 @@ func InitMain() {
 	for {
 		select {
 		case s := <-control:
-			syscall.Kill(proc.Pid, s)
+			syscall.Kill(pid, s)
 		case s := <-sigs:
 			if s != syscall.SIGCHLD {
 				// Terminal signals reach the command directly (same process
@@ -141,11 +139,11 @@ func InitMain() {
 			}
 			for {
 				var ws syscall.WaitStatus
-				pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-				if err != nil || pid <= 0 {
+				wpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+				if err != nil || wpid <= 0 {
 					break
 				}
-				if pid == proc.Pid {
+				if wpid == pid {
 					os.Exit(exitCode(ws))
 				}
 			}
