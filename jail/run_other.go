@@ -1,0 +1,39 @@
+//go:build !linux
+
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+)
+
+// ExitError is a failure of jail itself that carries jail's exit code.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+var errPlatform = fmt.Errorf("%w: this build of jail runs commands on Linux only (%s has no bubblewrap, Landlock or seccomp)", ErrUnsupported, runtime.GOOS)
+
+// LandlockABI is 0: Landlock is a Linux feature.
+func LandlockABI() int { return 0 }
+
+// SeccompAvailable is false: seccomp is a Linux feature.
+func SeccompAvailable() bool { return false }
+
+// FindBwrap fails: bubblewrap is a Linux tool.
+func FindBwrap() (string, error) { return "", errPlatform }
+
+// IsInit is false: jail's init runs only inside a Linux jail.
+func IsInit(args []string) bool { return false }
+
+// InitMain is never called off Linux.
+func InitMain() { panic(errors.ErrUnsupported) }
+
+// Run fails off Linux.
+func Run(plan *Plan, stderr io.Writer) (int, error) { return 125, &ExitError{125, errPlatform} }
