@@ -210,3 +210,27 @@ func HomeDir() (string, error) {
 	}
 	return h, nil
 }
+
+// Created returns the delayed-escape paths the command created: protected
+// paths that did not exist when the jail started, so could not be bound
+// read-only. jail warns about them after the command exits.
+func Created(p *Plan) []string {
+	var out []string
+	for _, m := range p.Missing {
+		if _, err := os.Lstat(m); err == nil {
+			out = append(out, m)
+		}
+	}
+	existing := map[string]bool{}
+	for _, e := range p.Existing {
+		existing[e] = true
+	}
+	walkGlobs(p.WatchGlobs, func(pat, path string, d fs.DirEntry) {
+		if !existing[path] {
+			existing[path] = true
+			out = append(out, path)
+		}
+	})
+	sort.Strings(out)
+	return out
+}

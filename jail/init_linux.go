@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,11 @@ func IsInit(args []string) bool {
 // seccomp, starts the command, forwards signals, reaps orphans and exits
 // with the command's status. It never returns.
 func InitMain() {
+	// Before Landlock ABI 8, each thread enters its own sibling Landlock
+	// domain, and a scoped signal from one thread's domain to a process
+	// forked from another's is refused. Fork the command and signal it from
+	// this one locked thread.
+	runtime.LockOSThread()
 	status := os.NewFile(fdStatus, "status")
 	fail := func(code int, err error) {
 		msg, _ := json.Marshal(initStatus{Code: code, Error: err.Error()})

@@ -161,9 +161,13 @@ type Plan struct {
 
 	// Missing lists protected paths that did not exist at start inside a
 	// writable tree; jail checks them after the command exits.
-	Missing  []string
-	Warnings []string
-	GaveUp   []string // protections dropped under --best-effort
+	Missing []string
+	// WatchGlobs are protected glob patterns whose matches at start are
+	// in Existing; new matches after exit are reported the same way.
+	WatchGlobs []string
+	Existing   []string
+	Warnings   []string
+	GaveUp     []string // protections dropped under --best-effort
 }
 
 // ErrUnsupported marks a protection the machine lacks.
@@ -319,6 +323,10 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	}
 	for _, pp := range protectedLiteral {
 		if HasMeta(pp) {
+			if _, w := visible(GlobBase(pp)); w {
+				p.WatchGlobs = append(p.WatchGlobs, pp)
+				p.Existing = append(p.Existing, f.Matches[pp]...)
+			}
 			roPaths = append(roPaths, f.Matches[pp]...)
 			continue
 		}

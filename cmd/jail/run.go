@@ -146,16 +146,9 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, error) {
 	return jail.Build(pol, facts, argv)
 }
 
-// reportCreated warns about delayed-escape paths the command created: they
-// did not exist when the jail started, so they could not be made read-only.
+// reportCreated warns about delayed-escape paths the command created.
 func reportCreated(plan *jail.Plan, stderr io.Writer) {
-	var created []string
-	for _, p := range plan.Missing {
-		if _, err := os.Lstat(p); err == nil {
-			created = append(created, p)
-		}
-	}
-	if len(created) > 0 {
+	if created := jail.Created(plan); len(created) > 0 {
 		fmt.Fprintf(stderr, "jail: warning: the command created %s; review before an unjailed tool runs it\n", strings.Join(created, ", "))
 	}
 }
