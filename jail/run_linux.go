@@ -90,6 +90,13 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, errW
 	cmd.ExtraFiles = []*os.File{specR, statusW, controlR, realStderr, argsR} // fds 3..7
 
+	// A jailed interactive shell takes the terminal's foreground for its
+	// own process group but cannot see jail's (another PID namespace) to
+	// hand it back on exit: jail takes it back itself.
+	if ttyFD, ok := foregroundTTY(); ok {
+		defer reclaimTTY(ttyFD)
+	}
+
 	// bubblewrap must survive a Ctrl-C meant for the command: ignored
 	// signals stay ignored across exec, and init restores them.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
@@ -126,7 +133,7 @@ loop:
 	for {
 		select {
 		case s := <-sigs:
-			if (s == syscall.SIGINT || s == syscall.SIGQUIT) && foregroundTTY() {
+			if _, fg := foregroundTTY(); fg && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
 				continue // the terminal delivered it to the command already
 			}
 			controlW.Write([]byte{byte(s.(syscall.Signal))})
@@ -161,16 +168,26 @@ loop:
 	return 0, nil
 }
 
-// foregroundTTY reports whether jail runs in the foreground of a terminal,
-// where Ctrl-C reaches the whole process group, the command included.
-func foregroundTTY() bool {
+// foregroundTTY returns the terminal among stdin, stdout and stderr and
+// whether jail runs in its foreground, where Ctrl-C reaches the whole
+// process group, the command included.
+func foregroundTTY() (int, bool) {
 	for _, fd := range []int{0, 1, 2} {
 		pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 		if err == nil {
-			return pgrp == unix.Getpgrp()
+			return fd, pgrp == unix.Getpgrp()
 		}
 	}
-	return false
+	return -1, false
+}
+
+// reclaimTTY makes jail's process group the terminal's foreground again.
+func reclaimTTY(fd int) {
+	if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && pgrp != unix.Getpgrp() {
+		signal.Ignore(syscall.SIGTTOU) // a background tcsetpgrp would stop jail
+		unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, unix.Getpgrp())
+		signal.Reset(syscall.SIGTTOU)
+	}
 }
 
 // bwrapFailure turns bubblewrap's complaint into one line with a fix.
