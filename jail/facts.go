@@ -67,6 +67,9 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 	}
 	if len(sensitive) > 0 {
 		f.HardLinks = findLinks(pol.ProjectRoot, sensitive)
+		for _, p := range f.HardLinks {
+			f.Paths[p] = statPath(p)
+		}
 	}
 	return f, nil
 }

@@ -212,8 +212,8 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 
 	var base, protect, masks []Op
 	type bind struct {
-		dest     string
-		writable bool
+		dest, src string
+		writable  bool
 	}
 	var binds []bind // host-backed trees, for visibility checks
 
@@ -225,7 +225,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			base = append(base, Op{Kind: "symlink", Src: in.Link, Dest: sp})
 		case in.Dir:
 			base = append(base, Op{Kind: "ro-bind", Src: sp, Dest: sp, Why: "system"})
-			binds = append(binds, bind{sp, false})
+			binds = append(binds, bind{sp, sp, false})
 			p.Landlock = append(p.Landlock, LandlockRule{Path: sp, Access: "read"})
 		}
 	}
@@ -276,7 +276,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			kind, access = "bind", "write"
 		}
 		base = append(base, Op{Kind: kind, Src: src, Dest: path, Why: why})
-		binds = append(binds, bind{path, writable})
+		binds = append(binds, bind{path, src, writable})
 		p.Landlock = append(p.Landlock, LandlockRule{Path: path, Access: access, File: !in.Dir && in.Exists})
 	}
 	writeSet := map[string]bool{}
@@ -299,17 +299,44 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 
-	// visible reports whether a path is backed by a host bind inside the
-	// jail and whether that bind is writable: the deepest bind containing
-	// the path is the mount that covers it.
-	visible := func(path string) (seen, writable bool) {
-		depth := -1
+	// cover returns the bind that covers a path inside the jail: the
+	// deepest one containing it (later, deeper mounts hide earlier ones).
+	cover := func(path string) (bind, bool) {
+		var best bind
+		found := false
 		for _, b := range binds {
-			if under(path, b.dest) && len(b.dest) > depth {
-				depth, seen, writable = len(b.dest), true, b.writable
+			if under(path, b.dest) && (!found || len(b.dest) > len(best.dest)) {
+				best, found = b, true
 			}
 		}
-		return seen, writable
+		return best, found
+	}
+	visible := func(path string) (seen, writable bool) {
+		b, ok := cover(path)
+		return ok, ok && b.writable
+	}
+	// inJail returns where a host path that must be masked or made
+	// read-only appears inside the jail. Symlinks are resolved on the
+	// host: the jail mirrors host paths, so a link's target is protected
+	// where it is mounted, and a target outside every bind needs nothing
+	// (the link dangles inside). A path under a bind made through a
+	// symlink (allowRead ~/.config/gh -> /data/gh) keeps its own path.
+	inJail := func(path string) (dest, src string, ok bool) {
+		in := f.info(path)
+		if !in.Exists {
+			return "", "", false
+		}
+		if in.Resolved == "" || in.Resolved == path {
+			_, ok := cover(path)
+			return path, path, ok
+		}
+		if _, ok := cover(in.Resolved); ok {
+			return in.Resolved, in.Resolved, true
+		}
+		if b, ok := cover(path); ok && b.src != b.dest && in.Link == "" {
+			return path, in.Resolved, true
+		}
+		return "", "", false
 	}
 
 	// Read-only re-binds: denyWrite and the delayed-escape paths.
@@ -339,13 +366,12 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 	roPaths = append(roPaths, expand(pol.DenyWrite)...)
-	for _, rp := range union(nil, roPaths) {
-		if _, w := visible(rp); w {
-			src := rp
-			if r := f.info(rp).Resolved; r != "" {
-				src = r
-			}
-			protect = append(protect, Op{Kind: "ro-bind", Src: src, Dest: rp, Why: "read-only"})
+	roSet := map[string]bool{}
+	for _, rp := range roPaths {
+		dest, src, ok := inJail(rp)
+		if _, w := visible(dest); ok && w && !roSet[dest] {
+			roSet[dest] = true
+			protect = append(protect, Op{Kind: "ro-bind", Src: src, Dest: dest, Why: "read-only"})
 		}
 	}
 
@@ -360,15 +386,23 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	var maskPaths []string
 	candidates := append(expand(denyPats), f.HardLinks...)
 	sort.Strings(candidates) // parents first, so a masked directory covers its contents
+	for i, m := range candidates {
+		if dest, _, ok := inJail(m); ok {
+			candidates[i] = dest
+		} else {
+			candidates[i] = ""
+		}
+	}
+	sort.Strings(candidates)
 	for _, m := range candidates {
-		if seen, _ := visible(m); seen && !maskSet[m] && !coveredBy(m, maskSet) {
+		if m != "" && !maskSet[m] && !coveredBy(m, maskSet) {
 			maskSet[m] = true
 			maskPaths = append(maskPaths, m)
 		}
 	}
 	for _, m := range maskPaths {
 		kind := "mask"
-		if f.info(m).Dir {
+		if f.info(m).Dir || f.Paths[m].Dir {
 			kind = "mask-dir"
 		}
 		masks = append(masks, Op{Kind: kind, Dest: m, Why: "denyRead"})

@@ -103,6 +103,20 @@ func TestPlanGolden(t *testing.T) {
 			},
 		},
 		{
+			// Symlinks at protected and denied paths: a link to a file
+			// outside every bind must not pull that file into the jail;
+			// a link to a file inside the project protects the target.
+			name: "symlinks",
+			pol:  Policy{ProjectRoot: "/home/u/proj", DenyRead: []string{"/home/u/proj/.env", "/home/u/proj/link.pem"}},
+			extra: map[string]PathInfo{
+				"/home/u/proj/.vscode":   {Exists: true, Dir: true, Link: "/home/u/.ssh", Resolved: "/home/u/.ssh"},
+				"/home/u/proj/.envrc":    {Exists: true, Link: "tools/envrc", Resolved: "/home/u/proj/tools/envrc"},
+				"/home/u/proj/.env":      {Exists: true, Link: "/srv/secrets/.env", Resolved: "/srv/secrets/.env"},
+				"/home/u/proj/link.pem":  {Exists: true, Link: "keys/a.pem", Resolved: "/home/u/proj/keys/a.pem"},
+				"/home/u/proj/.git/info": {Exists: true, Dir: true, Resolved: "/elsewhere/.git/info"},
+			},
+		},
+		{
 			name: "writable-home",
 			pol:  Policy{ProjectRoot: "/home/u/proj", AllowWrite: []string{"/home/u"}},
 		},
@@ -116,6 +130,7 @@ func TestPlanGolden(t *testing.T) {
 			f := fakeFacts(tt.extra, tt.matches)
 			if tt.name == "hard-link" {
 				f.HardLinks = []string{"/home/u/proj/innocent.txt"}
+				f.Paths["/home/u/proj/innocent.txt"] = PathInfo{Exists: true}
 			}
 			pol := tt.pol
 			pol.Network.Unknown = "deny"
