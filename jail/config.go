@@ -8,18 +8,19 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 )
 
 // Config is one layer of policy as written in a jail.json, the user's
 // config.json, a --settings file, a profile, or the command line.
 type Config struct {
-	Extends    []string         `json:"extends" noun:"profile names"`
-	Filesystem FilesystemConfig `json:"filesystem"`
-	Network    NetworkConfig    `json:"network"`
-	Secrets    SecretsConfig    `json:"secrets"`
-	Command    CommandConfig    `json:"command"`
-	Env        EnvConfig        `json:"env"`
+	Extends    []string         `json:"extends,omitempty" noun:"profile names"`
+	Filesystem FilesystemConfig `json:"filesystem,omitempty"`
+	Network    NetworkConfig    `json:"network,omitempty"`
+	Secrets    SecretsConfig    `json:"secrets,omitempty"`
+	Command    CommandConfig    `json:"command,omitempty"`
+	Env        EnvConfig        `json:"env,omitempty"`
 
 	// File is the file the layer came from ("" for the command line); Dir
 	// is the directory its relative paths are relative to.
@@ -29,37 +30,37 @@ type Config struct {
 
 // FilesystemConfig lists paths and globs; see SPEC §2.2.
 type FilesystemConfig struct {
-	AllowRead  []string `json:"allowRead" noun:"paths"`
-	AllowWrite []string `json:"allowWrite" noun:"paths"`
-	DenyRead   []string `json:"denyRead" noun:"paths"`
-	DenyWrite  []string `json:"denyWrite" noun:"paths"`
+	AllowRead  []string `json:"allowRead,omitempty" noun:"paths"`
+	AllowWrite []string `json:"allowWrite,omitempty" noun:"paths"`
+	DenyRead   []string `json:"denyRead,omitempty" noun:"paths"`
+	DenyWrite  []string `json:"denyWrite,omitempty" noun:"paths"`
 }
 
 // NetworkConfig is the domain policy enforced by the proxy.
 type NetworkConfig struct {
-	Allow   []string          `json:"allow" noun:"domains"`
-	Deny    []string          `json:"deny" noun:"domains"`
-	Unknown string            `json:"unknown" noun:"one of \"deny\", \"allow\""`
-	Hosts   map[string]string `json:"hosts" noun:"host:port addresses"`
+	Allow   []string          `json:"allow,omitempty" noun:"domains"`
+	Deny    []string          `json:"deny,omitempty" noun:"domains"`
+	Unknown string            `json:"unknown,omitempty" noun:"\"deny\" or \"allow\""`
+	Hosts   map[string]string `json:"hosts,omitempty" noun:"a host:port address" mapnoun:"host:port addresses"`
 }
 
 // SecretsConfig binds secret environment variables to hosts and names files
 // whose secret values are masked.
 type SecretsConfig struct {
-	Env   map[string][]string `json:"env" noun:"lists of hosts"`
-	Files []string            `json:"files" noun:"paths"`
+	Env   map[string][]string `json:"env,omitempty" noun:"hosts" mapnoun:"lists of hosts"`
+	Files []string            `json:"files,omitempty" noun:"paths"`
 }
 
 // CommandConfig lists command prefixes such as "git push".
 type CommandConfig struct {
-	Deny  []string `json:"deny" noun:"commands"`
-	Allow []string `json:"allow" noun:"commands"`
+	Deny  []string `json:"deny,omitempty" noun:"commands"`
+	Allow []string `json:"allow,omitempty" noun:"commands"`
 }
 
 // EnvConfig passes host variables through unmasked and sets others.
 type EnvConfig struct {
-	Pass []string          `json:"pass" noun:"variable names"`
-	Set  map[string]string `json:"set" noun:"strings"`
+	Pass []string          `json:"pass,omitempty" noun:"variable names"`
+	Set  map[string]string `json:"set,omitempty" noun:"a string" mapnoun:"strings"`
 }
 
 // ConfigError is a problem in a config file, with its position.
@@ -153,7 +154,7 @@ func (d *decoder) decode(n *node, v reflect.Value, name, noun string) error {
 		t := v.Type()
 		fields := map[string]int{}
 		for i := 0; i < t.NumField(); i++ {
-			if tag := t.Field(i).Tag.Get("json"); tag != "-" {
+			if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); tag != "-" {
 				fields[tag] = i
 			}
 		}
@@ -163,7 +164,11 @@ func (d *decoder) decode(n *node, v reflect.Value, name, noun string) error {
 				return d.errAt(m.keyOff, "unknown key %q%s%s", m.key, in(name), suggest(m.key, fields))
 			}
 			f := t.Field(i)
-			if err := d.decode(m.value, v.Field(i), m.key, f.Tag.Get("noun")); err != nil {
+			noun := f.Tag.Get("noun")
+			if f.Type.Kind() == reflect.Map {
+				noun += "|" + f.Tag.Get("mapnoun")
+			}
+			if err := d.decode(m.value, v.Field(i), m.key, noun); err != nil {
 				return err
 			}
 		}
@@ -191,14 +196,14 @@ func (d *decoder) decode(n *node, v reflect.Value, name, noun string) error {
 		}
 		v.Set(reflect.ValueOf(out))
 	case reflect.Map:
+		noun, plural, _ := strings.Cut(noun, "|")
 		if n.kind != kindObject {
-			return d.errAt(n.off, "%s must be an object mapping names to %s, got %s", what, noun, n.kind)
+			return d.errAt(n.off, "%s must be an object mapping names to %s, got %s", what, plural, n.kind)
 		}
 		m := reflect.MakeMapWithSize(v.Type(), len(n.members))
 		for _, mem := range n.members {
 			ev := reflect.New(v.Type().Elem()).Elem()
-			inner := strings.TrimPrefix(noun, "lists of ")
-			if err := d.decode(mem.value, ev, mem.key, inner); err != nil {
+			if err := d.decode(mem.value, ev, mem.key, noun); err != nil {
 				return err
 			}
 			m.SetMapIndex(reflect.ValueOf(mem.key), ev)
@@ -227,15 +232,11 @@ func suggest(key string, fields map[string]int) string {
 	return fmt.Sprintf("; expected one of %s", strings.Join(names, ", "))
 }
 
-// lookup returns the node at a key path, for positioning validation errors.
+// lookup returns the node at a key path, or the deepest node found on the
+// way, for positioning validation errors.
 func lookup(n *node, keys ...string) *node {
 	for _, k := range keys {
-		var next *node
-		for _, m := range n.members {
-			if m.key == k {
-				next = m.value
-			}
-		}
+		next := find(n, k)
 		if next == nil {
 			return n
 		}
@@ -244,7 +245,25 @@ func lookup(n *node, keys ...string) *node {
 	return n
 }
 
-// validate checks values whose type is right but whose content is not.
+// find returns the node at a key path, nil when a key is missing.
+func find(n *node, keys ...string) *node {
+	for _, k := range keys {
+		var next *node
+		for _, m := range n.members {
+			if m.key == k {
+				next = m.value
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// validate checks values whose type is right but whose content is not,
+// walking the document so that errors name the first bad entry in it.
 func (d *decoder) validate(root *node, c *Config) error {
 	switch c.Network.Unknown {
 	case "", "deny", "allow":
@@ -253,43 +272,59 @@ func (d *decoder) validate(root *node, c *Config) error {
 	default:
 		return d.errAt(lookup(root, "network", "unknown").off, `"unknown" must be "deny" or "allow", got %q`, c.Network.Unknown)
 	}
-	for _, name := range c.Extends {
-		if strings.ContainsAny(name, "/\\") {
-			return d.errAt(lookup(root, "extends").off, "profile name %q must not contain a slash", name)
+	items := func(keys ...string) []*node {
+		if n := find(root, keys...); n != nil {
+			return n.items
+		}
+		return nil
+	}
+	members := func(keys ...string) []member {
+		if n := find(root, keys...); n != nil {
+			return n.members
+		}
+		return nil
+	}
+	for _, it := range items("extends") {
+		if strings.ContainsAny(it.str, "/\\") {
+			return d.errAt(it.off, "profile name %q must not contain a slash", it.str)
 		}
 	}
-	for _, list := range [][]string{c.Network.Allow, c.Network.Deny} {
-		for _, dom := range list {
-			if err := checkDomain(dom); err != nil {
-				return d.errAt(lookup(root, "network").off, "%v", err)
+	for _, key := range []string{"allow", "deny"} {
+		for _, it := range items("network", key) {
+			if err := checkDomain(it.str); err != nil {
+				return d.errAt(it.off, "%v", err)
 			}
 		}
 	}
-	for name, addr := range c.Network.Hosts {
-		if i := strings.LastIndexByte(addr, ':'); i <= 0 || i == len(addr)-1 {
-			return d.errAt(lookup(root, "network", "hosts", name).off, "%q must map to host:port, got %q", name, addr)
+	for _, m := range members("network", "hosts") {
+		if err := checkDomain(m.key); err != nil || strings.Contains(m.key, "*") {
+			return d.errAt(m.keyOff, "%q in \"hosts\" must be a plain host name", m.key)
+		}
+		if err := checkDomain(m.value.str); err != nil || !strings.Contains(m.value.str, ":") {
+			return d.errAt(m.value.off, "%q must map to host:port, got %q", m.key, m.value.str)
 		}
 	}
-	for _, list := range [][]string{c.Command.Deny, c.Command.Allow} {
-		for _, cmd := range list {
-			if len(strings.Fields(cmd)) == 0 {
-				return d.errAt(lookup(root, "command").off, "a command rule is empty")
+	for _, m := range members("secrets", "env") {
+		if !validEnvName(m.key) {
+			return d.errAt(m.keyOff, "%q is not a variable name", m.key)
+		}
+		for _, it := range m.value.items {
+			if err := checkDomain(it.str); err != nil {
+				return d.errAt(it.off, "%v", err)
 			}
 		}
 	}
-	for _, name := range c.Env.Pass {
-		if !validEnvName(name) {
-			return d.errAt(lookup(root, "env", "pass").off, "%q is not a variable name", name)
+	for _, it := range items("env", "pass") {
+		if !validEnvName(it.str) {
+			return d.errAt(it.off, "%q is not a variable name", it.str)
 		}
 	}
-	for name := range c.Env.Set {
-		if !validEnvName(name) {
-			return d.errAt(lookup(root, "env", "set", name).off, "%q is not a variable name", name)
+	for _, m := range members("env", "set") {
+		if !validEnvName(m.key) {
+			return d.errAt(m.keyOff, "%q is not a variable name", m.key)
 		}
-	}
-	for name := range c.Secrets.Env {
-		if !validEnvName(name) {
-			return d.errAt(lookup(root, "secrets", "env", name).off, "%q is not a variable name", name)
+		if strings.ContainsRune(m.value.str, 0) {
+			return d.errAt(m.value.off, "the value of %q has a NUL byte", m.key)
 		}
 	}
 	return nil
@@ -311,12 +346,13 @@ func checkDomain(dom string) error {
 	host := dom
 	if i := strings.LastIndexByte(dom, ':'); i >= 0 && !strings.HasSuffix(dom, "]") {
 		host = dom[:i]
-		if port := dom[i+1:]; port == "" || strings.Trim(port, "0123456789") != "" || len(port) > 5 {
+		port, err := strconv.Atoi(dom[i+1:])
+		if err != nil || port < 1 || port > 65535 || strings.Trim(dom[i+1:], "0123456789") != "" {
 			return fmt.Errorf("%q has an invalid port (use name, *.name or name:port)", dom)
 		}
 	}
 	host = strings.TrimPrefix(host, "*.")
-	if host == "" || strings.ContainsAny(host, " /*?@") {
+	if host == "" || strings.ContainsAny(host, " /*?@") || strings.IndexFunc(host, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 		return fmt.Errorf("%q is not a domain (use name, *.name or name:port)", dom)
 	}
 	return nil

@@ -27,35 +27,34 @@ func GlobBase(pattern string) string {
 // MatchPath reports whether an absolute path matches an absolute pattern.
 // Segments match as in filepath.Match; "**" matches zero or more whole
 // segments, so "/p/secrets/**" matches /p/secrets itself and all below it.
+// A segment without glob characters matches itself literally. Matching is
+// linear in len(pattern)*len(path): hostile patterns cannot stall jail.
 func MatchPath(pattern, path string) bool {
-	return matchSegs(strings.Split(strings.Trim(pattern, "/"), "/"), strings.Split(strings.Trim(path, "/"), "/"))
+	pat := strings.Split(strings.Trim(pattern, "/"), "/")
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	// ok[i][j]: pat[i:] matches segs[j:]; filled from the end.
+	w := len(segs) + 1
+	ok := make([]bool, (len(pat)+1)*w)
+	ok[len(pat)*w+len(segs)] = true
+	for i := len(pat) - 1; i >= 0; i-- {
+		for j := len(segs); j >= 0; j-- {
+			switch {
+			case pat[i] == "**":
+				ok[i*w+j] = ok[(i+1)*w+j] || (j < len(segs) && ok[i*w+j+1])
+			case j < len(segs) && segMatch(pat[i], segs[j]):
+				ok[i*w+j] = ok[(i+1)*w+j+1]
+			}
+		}
+	}
+	return ok[0]
 }
 
-func matchSegs(pat, segs []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for len(pat) > 0 && pat[0] == "**" {
-				pat = pat[1:]
-			}
-			if len(pat) == 0 {
-				return true
-			}
-			for i := 0; i <= len(segs); i++ {
-				if matchSegs(pat, segs[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(segs) == 0 {
-			return false
-		}
-		if ok, err := filepath.Match(pat[0], segs[0]); err != nil || !ok {
-			return false
-		}
-		pat, segs = pat[1:], segs[1:]
+func segMatch(pat, seg string) bool {
+	if !HasMeta(pat) {
+		return pat == seg
 	}
-	return len(segs) == 0
+	m, err := filepath.Match(pat, seg)
+	return err == nil && m
 }
 
 // under reports whether path is dir or below it.

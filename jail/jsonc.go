@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -69,7 +70,7 @@ func parseJSONC(data []byte) (*node, error) {
 	p := &parser{data: data}
 	p.skip()
 	if p.pos >= len(p.data) {
-		return nil, &syntaxError{p.pos, "empty file; a config is a JSON object such as {}"}
+		return nil, p.fail(p.pos, "empty file; a config is a JSON object such as {}")
 	}
 	n, err := p.value(0)
 	if err != nil {
@@ -80,7 +81,7 @@ func parseJSONC(data []byte) (*node, error) {
 		return nil, p.err
 	}
 	if p.pos < len(p.data) {
-		return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s after the end of the document", p.describe())}
+		return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s after the end of the document", p.describe()))
 	}
 	return n, nil
 }
@@ -103,7 +104,7 @@ func (p *parser) skip() {
 				p.pos++
 			}
 		case c == '/' && p.pos+1 < len(p.data) && p.data[p.pos+1] == '*':
-			end := strings.Index(string(p.data[p.pos+2:]), "*/")
+			end := bytes.Index(p.data[p.pos+2:], []byte("*/"))
 			if end < 0 {
 				if p.err == nil {
 					p.err = &syntaxError{p.pos, "unterminated /* comment"}
@@ -118,6 +119,15 @@ func (p *parser) skip() {
 			return
 		}
 	}
+}
+
+// fail returns the first error met: an unterminated comment found while
+// skipping explains what follows better than the error it causes.
+func (p *parser) fail(off int, msg string) error {
+	if p.err != nil {
+		return p.err
+	}
+	return &syntaxError{off, msg}
 }
 
 func (p *parser) describe() string {
@@ -135,11 +145,11 @@ func (p *parser) value(depth int) (*node, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	if depth > maxDepth {
+	if depth >= maxDepth {
 		return nil, &syntaxError{p.pos, "nesting is too deep"}
 	}
 	if p.pos >= len(p.data) {
-		return nil, &syntaxError{p.pos, "unexpected end of file, expected a value"}
+		return nil, p.fail(p.pos, "unexpected end of file, expected a value")
 	}
 	start := p.pos
 	switch c := p.data[p.pos]; {
@@ -175,7 +185,7 @@ func (p *parser) value(depth int) (*node, error) {
 		p.pos = end
 		return &node{kind: kindNumber, off: start, str: string(p.data[start:end])}, nil
 	}
-	return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s, expected a value", p.describe())}
+	return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s, expected a value", p.describe()))
 }
 
 func (p *parser) string() (string, error) {
@@ -225,7 +235,7 @@ func (p *parser) array(depth int) (*node, error) {
 			p.pos++
 			return n, nil
 		}
-		return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s in a list, expected ',' or ']'", p.describe())}
+		return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s in a list, expected ',' or ']'", p.describe()))
 	}
 }
 
@@ -243,7 +253,7 @@ func (p *parser) object(depth int) (*node, error) {
 			return n, nil
 		}
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s in an object, expected a quoted key or '}'", p.describe())}
+			return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s in an object, expected a quoted key or '}'", p.describe()))
 		}
 		keyOff := p.pos
 		key, err := p.string()
@@ -256,7 +266,7 @@ func (p *parser) object(depth int) (*node, error) {
 		seen[key] = true
 		p.skip()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s after key %q, expected ':'", p.describe(), key)}
+			return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s after key %q, expected ':'", p.describe(), key))
 		}
 		p.pos++
 		p.skip()
@@ -274,7 +284,7 @@ func (p *parser) object(depth int) (*node, error) {
 			p.pos++
 			return n, nil
 		}
-		return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s in an object, expected ',' or '}'", p.describe())}
+		return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s in an object, expected ',' or '}'", p.describe()))
 	}
 }
 
@@ -286,5 +296,8 @@ func lineCol(data []byte, off int) (line, col int) {
 	line = 1 + strings.Count(string(data[:off]), "\n")
 	lineStart := strings.LastIndexByte(string(data[:off]), '\n') + 1
 	col = 1 + utf8.RuneCount(data[lineStart:off])
+	if lineStart == 0 && bytes.HasPrefix(data, []byte("\xEF\xBB\xBF")) && off >= 3 {
+		col-- // the byte order mark is not a column
+	}
 	return line, col
 }
