@@ -289,7 +289,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 	for _, r := range expand(pol.AllowRead) {
-		if !coveredBy(r, writeSet) {
+		if !writeSet[r] && !coveredBy(r, writeSet) {
 			addBind(r, false, "allowRead")
 		}
 	}
