@@ -54,7 +54,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	}
 	spec := InitSpec{Argv: plan.Argv, Env: plan.Env.Env, Dir: plan.Cwd, LandlockV: plan.LandlockV, Landlock: plan.Landlock}
 	if len(plan.Seccomp) > 0 {
-		prog, err := seccomp.Compile(plan.Seccomp)
+		prog, err := seccomp.Program(plan.Seccomp)
 		if err != nil {
 			return 125, &ExitError{125, fmt.Errorf("compiling the seccomp filter: %w", err)}
 		}

@@ -114,8 +114,27 @@ func compileDefault(t *testing.T) []SockFilter {
 	return prog
 }
 
+// programs are the default program as compiled here and as embedded in
+// the binary (what jail actually loads on amd64).
+func programs(t *testing.T) map[string][]SockFilter {
+	out := map[string][]SockFilter{"compiled": compileDefault(t)}
+	if len(embedded) > 0 {
+		prog, err := Unmarshal(embedded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["embedded"] = prog
+	}
+	return out
+}
+
 func TestVMDefaultRules(t *testing.T) {
-	prog := compileDefault(t)
+	for name, prog := range programs(t) {
+		t.Run(name, func(t *testing.T) { testVMDefaultRules(t, prog) })
+	}
+}
+
+func testVMDefaultRules(t *testing.T, prog []SockFilter) {
 	vm := newVM(t, prog)
 	native := nativeAuditArch(t)
 	const notAllow = 1    // sentinel: any action but ALLOW
@@ -251,7 +270,13 @@ func TestX32WithoutGuard(t *testing.T) {
 
 // TestVMSocketFamilies checks every family number up to AF_MAX and beyond.
 func TestVMSocketFamilies(t *testing.T) {
-	vm := newVM(t, compileDefault(t))
+	for name, prog := range programs(t) {
+		t.Run(name, func(t *testing.T) { testVMSocketFamilies(t, prog) })
+	}
+}
+
+func testVMSocketFamilies(t *testing.T, prog []SockFilter) {
+	vm := newVM(t, prog)
 	native := nativeAuditArch(t)
 	allowed := map[uint64]bool{unix.AF_UNIX: true, unix.AF_INET: true, unix.AF_INET6: true, unix.AF_NETLINK: true}
 	for fam := uint64(0); fam < 300; fam++ {

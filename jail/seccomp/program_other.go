@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package seccomp
+
+var embedded []byte
+
+var embeddedRules string
