@@ -81,6 +81,9 @@ func statPath(p string) PathInfo {
 		return PathInfo{}
 	}
 	in := PathInfo{Exists: true, Dir: fi.IsDir()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && syscall.Access(p, 4 /* R_OK */) != nil {
+		in.Unreadable = true
+	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		in.Link, _ = os.Readlink(p)
 		r, err := filepath.EvalSymlinks(p)

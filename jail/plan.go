@@ -20,6 +20,9 @@ type PathInfo struct {
 	Dir      bool
 	Link     string // the symlink's target as written, when the path is a symlink
 	Resolved string // the path with every symlink resolved (bind sources use it)
+	// Unreadable: the user can neither read it nor, not owning it, make
+	// it readable; masking it would only cost start-up time.
+	Unreadable bool
 }
 
 // Facts are everything the planner needs to know about the machine, gathered
@@ -387,7 +390,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	candidates := append(expand(denyPats), f.HardLinks...)
 	sort.Strings(candidates) // parents first, so a masked directory covers its contents
 	for i, m := range candidates {
-		if dest, _, ok := inJail(m); ok {
+		if dest, _, ok := inJail(m); ok && !f.info(m).Unreadable {
 			candidates[i] = dest
 		} else {
 			candidates[i] = ""
