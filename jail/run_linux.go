@@ -203,6 +203,8 @@ func bwrapFailure(msg string, waitErr error) error {
 	switch {
 	case strings.Contains(msg, "uid map") || strings.Contains(msg, "RTM_NEWADDR") || strings.Contains(msg, "No permissions to create new namespace"):
 		hint = " (unprivileged user namespaces are blocked on this machine; run `jail check` for the fix)"
+	case strings.Contains(msg, "Unknown option"):
+		hint = " (this bubblewrap is too old: jail needs 0.8.0 or newer; run `jail check`)"
 	case strings.Contains(msg, "Can't find source path"):
 		hint = " (a path in the policy vanished while jail started; try again)"
 	}

@@ -31,7 +31,12 @@ func check(args []string, stdout, stderr io.Writer) int {
 		add(false, true, "bubblewrap", "not installed; fix: sudo apt-get install bubblewrap")
 	} else {
 		out, _ := exec.Command(bwrap, "--version").Output()
-		add(true, true, "bubblewrap", strings.TrimSpace(string(out))+" ("+bwrap+")")
+		version := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap "))
+		if versionAtLeast(version, 0, 8) {
+			add(true, true, "bubblewrap", version+" ("+bwrap+")")
+		} else {
+			add(false, true, "bubblewrap", fmt.Sprintf("%q at %s is older than 0.8.0 (no --disable-userns, --perms); fix: install bubblewrap 0.8 or newer from your distribution's backports", version, bwrap))
+		}
 		probe := exec.Command(bwrap, "--unshare-user", "--unshare-net", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc", "true")
 		if msg, err := probe.CombinedOutput(); err != nil {
 			add(false, true, "user namespaces", strings.TrimSpace(string(msg))+"; fix: "+usernsFix())
@@ -111,4 +116,13 @@ func hasEBPFCaps() bool {
 		}
 	}
 	return false
+}
+
+// versionAtLeast compares a dotted version such as "0.8.0" with major.minor.
+func versionAtLeast(v string, major, minor int) bool {
+	var a, b int
+	if n, _ := fmt.Sscanf(v, "%d.%d", &a, &b); n < 2 {
+		return false
+	}
+	return a > major || a == major && b >= minor
 }
