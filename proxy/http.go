@@ -1,0 +1,701 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	readBufSize  = 32 << 10 // also the largest request head accepted
+	writeBufSize = 32 << 10
+	tlsRecord    = 0x16 // first byte of a TLS handshake
+	maxTLSRecord = 5 + 1<<14 + 256
+)
+
+var errHeadTooLarge = errors.New("request head larger than 32 KiB")
+
+// serveHTTPConn serves one client connection of the HTTP proxy: requests
+// in absolute form, kept alive, until a CONNECT takes the connection over.
+func (s *Server) serveHTTPConn(c net.Conn) {
+	cl := &client{conn: c, raw: c, br: bufio.NewReaderSize(c, readBufSize), bw: bufio.NewWriterSize(c, 4<<10)}
+	for {
+		req, hostHeader, err := readRequest(cl.br)
+		if err != nil {
+			badRequest(cl.bw, err)
+			return
+		}
+		if req.Method == http.MethodConnect {
+			s.connect(c, cl.br, req)
+			return
+		}
+		if !req.URL.IsAbs() {
+			writeText(cl.bw, http.StatusBadRequest, "jail: this is a proxy; send requests in absolute form (set HTTP_PROXY)\n")
+			return
+		}
+		if !s.forward(cl, req, hostHeader) {
+			return
+		}
+	}
+}
+
+// client is the client side of a connection that carries HTTP requests:
+// the plain proxy connection, or the TLS connection inside an
+// intercepted tunnel.
+type client struct {
+	conn net.Conn
+	raw  io.Writer // writes that reach the client at once
+	br   *bufio.Reader
+	bw   *bufio.Writer // over raw
+	// tunnel is the decided target inside a tunnel, whose requests are
+	// all for it, in scheme; nil on the proxy connection itself.
+	tunnel *target
+	scheme string
+}
+
+// readRequest reads one request and, for a request in absolute form,
+// returns its raw Host header too: net/http drops it, and a Host header
+// that disagrees with the URL must be refused, not ignored.
+func readRequest(br *bufio.Reader) (*http.Request, string, error) {
+	head, err := peekHead(br)
+	if err != nil {
+		return nil, "", err
+	}
+	var hostHeader string
+	if line, _, _ := bytes.Cut(head, []byte("\n")); !originForm(line) {
+		// The same parser as net/http's, on the same bytes.
+		tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
+		if _, err := tp.ReadLine(); err == nil {
+			if h, err := tp.ReadMIMEHeader(); err == nil {
+				hostHeader = h.Get("Host")
+			}
+		}
+	}
+	req, err := http.ReadRequest(br)
+	return req, hostHeader, err
+}
+
+// originForm reports whether a request line's target is a path.
+func originForm(line []byte) bool {
+	_, target, _ := bytes.Cut(line, []byte(" "))
+	return len(target) > 0 && target[0] == '/'
+}
+
+// peekHead returns the buffered request head (request line, header fields
+// and the empty line) without consuming it.
+func peekHead(br *bufio.Reader) ([]byte, error) {
+	for n := 1; ; n = br.Buffered() + 1 {
+		if n > br.Size() {
+			return nil, errHeadTooLarge
+		}
+		if _, err := br.Peek(n); err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				err = errHeadTooLarge
+			}
+			return nil, err
+		}
+		b, _ := br.Peek(br.Buffered())
+		end := -1
+		if i := bytes.Index(b, []byte("\n\r\n")); i >= 0 {
+			end = i + 3
+		}
+		if i := bytes.Index(b, []byte("\n\n")); i >= 0 && (end < 0 || i+2 < end) {
+			end = i + 2
+		}
+		if end >= 0 {
+			return b[:end], nil
+		}
+	}
+}
+
+// badRequest answers a request that could not be read, unless the client
+// simply went away.
+func badRequest(bw *bufio.Writer, err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return
+	}
+	status := http.StatusBadRequest
+	if errors.Is(err, errHeadTooLarge) {
+		status = http.StatusRequestHeaderFieldsTooLarge
+	}
+	writeText(bw, status, fmt.Sprintf("jail: bad request: %v\n", err))
+}
+
+// writeText writes a complete plain-text response that closes the
+// connection.
+func writeText(bw *bufio.Writer, status int, body string) {
+	fmt.Fprintf(bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
+	bw.Flush()
+}
+
+// authority splits a request's host[:port] and fills in the scheme's
+// default port.
+func authority(hostport, scheme string) (string, int, bool) {
+	port := 80
+	if scheme == "https" {
+		port = 443
+	}
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if strings.Contains(hostport, ":") && !strings.HasPrefix(hostport, "[") {
+			return "", 0, false
+		}
+		h = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+	} else if port, err = strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+		return "", 0, false
+	}
+	return h, port, h != ""
+}
+
+// sameAuthority reports whether two host[:port] strings name the same
+// host and port.
+func sameAuthority(a, b, scheme string) bool {
+	ah, ap, ok1 := authority(a, scheme)
+	bh, bp, ok2 := authority(b, scheme)
+	if !ok1 || !ok2 || ap != bp {
+		return false
+	}
+	na, ok1 := normalizeHost(ah)
+	nb, ok2 := normalizeHost(bh)
+	return ok1 && ok2 && na == nb
+}
+
+// forward decides (unless it runs inside an intercepted tunnel, whose
+// CONNECT was decided) and forwards one request, writes the response and
+// logs both. It reports whether the client connection may serve another
+// request.
+func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool {
+	bw, tunnel := cl.bw, cl.tunnel
+	e := Entry{Time: time.Now(), Method: req.Method, Path: req.URL.Path}
+	refuse := func(status int, r *refusal, host string) bool {
+		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason
+		s.record(e)
+		writeText(bw, status, r.message(host))
+		return false
+	}
+
+	scheme, reqAuthority := strings.ToLower(req.URL.Scheme), req.URL.Host
+	if tunnel != nil {
+		if scheme != "" && scheme != cl.scheme {
+			scheme = "invalid"
+		} else {
+			scheme = cl.scheme
+		}
+		if reqAuthority == "" {
+			reqAuthority = req.Host
+		}
+	}
+	e.Scheme = scheme
+	if scheme != "http" && scheme != "https" {
+		writeText(bw, http.StatusBadRequest, fmt.Sprintf("jail: unsupported scheme %q\n", req.URL.Scheme))
+		return false
+	}
+	host, port, ok := authority(reqAuthority, scheme)
+	e.Host, e.Port = host, port
+	if !ok {
+		return refuse(http.StatusBadRequest, &refusal{verdict: verdictDeny, reason: "invalid host"}, reqAuthority)
+	}
+	if n, ok := normalizeHost(host); ok {
+		e.Host = n.name
+	}
+	if hostHeader != "" && !sameAuthority(hostHeader, reqAuthority, scheme) {
+		return refuse(http.StatusForbidden, &refusal{verdict: verdictDeny, reason: "host header mismatch",
+			hint: fmt.Sprintf("the URL names %s, the Host header %s", reqAuthority, hostHeader)}, host)
+	}
+
+	t := tunnel
+	if t == nil {
+		var r *refusal
+		if t, r = s.check(s.ctx, host, port); r != nil {
+			status := http.StatusForbidden
+			if r.verdict == verdictError {
+				status = http.StatusBadGateway
+			}
+			return refuse(status, r, host)
+		}
+	} else if !sameAuthority(reqAuthority, net.JoinHostPort(t.host, strconv.Itoa(t.port)), scheme) {
+		return refuse(http.StatusForbidden, &refusal{verdict: verdictDeny, rule: t.rule, reason: "host header mismatch",
+			hint: fmt.Sprintf("the tunnel was opened to %s", net.JoinHostPort(t.host, strconv.Itoa(t.port)))}, host)
+	}
+	e.Host, e.Rule = t.host, t.rule
+
+	// The decision has been made: tell a client that waits before sending
+	// its body to go ahead, and let the upstream server see no Expect.
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ProtoAtLeast(1, 1) {
+		req.Header.Del("Expect")
+		bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+		if bw.Flush() != nil {
+			return false
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.WithValue(s.ctx, targetKey{}, t))
+	defer cancel()
+	var upConn *upstreamConn
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		c := ci.Conn
+		if tc, ok := c.(*tls.Conn); ok {
+			c = tc.NetConn()
+		}
+		upConn, _ = c.(*upstreamConn)
+	}})
+	body := &countingBody{rc: req.Body, closed: make(chan struct{})}
+	out := req.WithContext(ctx)
+	out.URL = &url.URL{Scheme: scheme, Host: net.JoinHostPort(t.host, strconv.Itoa(port)),
+		Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
+	out.RequestURI = ""
+	out.Close = false
+	out.Header = req.Header.Clone()
+	upgrade := removeHopByHop(out.Header)
+	if req.Body == nil || req.Body == http.NoBody {
+		body = nil
+		out.Body = nil
+	} else {
+		out.Body = body
+	}
+
+	resp, err := s.transport.RoundTrip(out)
+	if err != nil {
+		e.Verdict, e.Reason = verdictError, "upstream: "+err.Error()
+		s.record(e)
+		writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: upstream: %v\n", host, err))
+		return false
+	}
+	e.Verdict, e.Status = verdictAllow, resp.StatusCode
+
+	if resp.StatusCode == http.StatusSwitchingProtocols && upgrade != "" {
+		return s.upgraded(cl, resp, e)
+	}
+	removeHopByHop(resp.Header)
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+	resp.Close = req.Close
+	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
+		if req.ProtoAtLeast(1, 1) {
+			resp.TransferEncoding = []string{"chunked"}
+		} else {
+			resp.Close = true
+		}
+	}
+	down := &flushingBody{rc: resp.Body, w: bw}
+	if upConn != nil && resp.ProtoMajor == 1 {
+		// Over HTTP/1 the body is the next bytes on the connection: the
+		// next read does not wait when they are buffered already (with
+		// TLS, a whole record of the largest size).
+		need := 1
+		if scheme == "https" {
+			need = maxTLSRecord
+		}
+		down.ready = func() bool { return upConn.r.Buffered() >= need }
+	}
+	resp.Body = down
+	err = resp.Write(writerOnly{bw})
+	if err == nil {
+		err = bw.Flush()
+	}
+	resp.Body.Close()
+	e.BytesDown = down.n
+	keep := err == nil && !resp.Close
+	if body != nil {
+		var done bool
+		if done, keep = body.finish(); done {
+			e.BytesUp = body.n
+		}
+		keep = keep && err == nil && !resp.Close
+	}
+	if err != nil {
+		e.Reason = "copying the response: " + err.Error()
+	}
+	s.record(e)
+	return keep
+}
+
+func bodyAllowed(method string, status int) bool {
+	return method != http.MethodHead && status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// removeHopByHop deletes the header fields that concern one connection
+// only, and returns the Upgrade protocol if h asked for one, which it then
+// keeps.
+func removeHopByHop(h http.Header) (upgrade string) {
+	for _, v := range h.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); strings.EqualFold(f, "upgrade") {
+				upgrade = h.Get("Upgrade")
+			} else if f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, f := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
+		h.Del(f)
+	}
+	if upgrade != "" {
+		h.Set("Connection", "Upgrade")
+		h.Set("Upgrade", upgrade)
+	}
+	return upgrade
+}
+
+// upgraded relays a connection that switched protocols (WebSocket) and
+// logs it when it ends.
+func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
+	bw := cl.bw
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		e.Verdict, e.Reason = verdictError, "upstream switched protocols without a connection"
+		s.record(e)
+		writeText(bw, http.StatusBadGateway, "jail: upstream switched protocols without a connection\n")
+		return false
+	}
+	defer rw.Close()
+	removeHopByHop(resp.Header)
+	fmt.Fprintf(bw, "HTTP/1.1 101 %s\r\n", http.StatusText(http.StatusSwitchingProtocols))
+	resp.Header.Write(bw)
+	bw.WriteString("\r\n")
+	if err := bw.Flush(); err != nil {
+		e.Reason = err.Error()
+		s.record(e)
+		return false
+	}
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(rw, cl.br)
+		rw.Close()
+		done <- n
+	}()
+	e.BytesDown, _ = io.Copy(cl.raw, rw)
+	cl.conn.Close()
+	e.BytesUp = <-done
+	s.record(e)
+	return false
+}
+
+// countingBody is a request body handed to the transport: it counts, and
+// its Close only notes that the transport is done with it, so that the
+// client connection can be drained and reused.
+type countingBody struct {
+	rc     io.ReadCloser
+	n      int64
+	eof    bool
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *countingBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// finish waits for the transport to let go of the body (done) and reads
+// what it left unread, up to a limit; keep reports whether the client
+// connection can carry another request.
+func (b *countingBody) finish() (done, keep bool) {
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-b.closed:
+	case <-t.C:
+		return false, false
+	}
+	if b.eof {
+		return true, true
+	}
+	n, err := io.CopyN(io.Discard, b.rc, 256<<10)
+	b.n += n
+	return true, errors.Is(err, io.EOF)
+}
+
+// flushingBody is a response body that flushes what was written to the
+// client before every read from upstream that may wait, so streamed
+// responses (server-sent events, chunked progress) reach the client as
+// they arrive while a bulk download goes out in large writes.
+type flushingBody struct {
+	rc    io.ReadCloser
+	w     *bufio.Writer
+	n     int64
+	ready func() bool // whether the next read returns without waiting
+	err   error
+}
+
+func (b *flushingBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		// After the end, the transport's read loop owns the upstream
+		// connection again: ready must not look at it.
+		return 0, b.err
+	}
+	if b.w.Buffered() > 0 && (b.ready == nil || !b.ready()) {
+		if err := b.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	b.err = err
+	return n, err
+}
+
+func (b *flushingBody) Close() error { return b.rc.Close() }
+
+// writerOnly hides bufio.Writer's ReadFrom, which would read into the
+// buffer that flushingBody flushes.
+type writerOnly struct{ io.Writer }
+
+// connect serves a CONNECT request: a refusal before any tunnel, or a
+// tunnel that is intercepted when the client speaks TLS and tunnelled raw
+// otherwise.
+func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
+	e := Entry{Time: time.Now(), Method: http.MethodConnect, Scheme: "tcp"}
+	bw := bufio.NewWriterSize(c, 512)
+	host, portStr, err := net.SplitHostPort(req.RequestURI)
+	port, perr := strconv.Atoi(portStr)
+	e.Host, e.Port = host, port
+	if err != nil || perr != nil {
+		e.Host = req.RequestURI
+		e.Verdict, e.Reason = verdictDeny, "invalid host"
+		s.record(e)
+		writeText(bw, http.StatusBadRequest, fmt.Sprintf("jail: CONNECT %q: want host:port\n", req.RequestURI))
+		return
+	}
+	t, r := s.check(s.ctx, host, port)
+	if r != nil {
+		if n, ok := normalizeHost(host); ok {
+			e.Host = n.name
+		}
+		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason
+		s.record(e)
+		status := http.StatusForbidden
+		if r.verdict == verdictError {
+			status = http.StatusBadGateway
+		}
+		writeText(bw, status, r.message(host))
+		return
+	}
+	e.Host, e.Rule, e.Verdict = t.host, t.rule, verdictAllow
+	s.open(c, br, t, e, func(err error) error {
+		if err != nil {
+			writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: %v\n", t.host, err))
+			return err
+		}
+		_, err = io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+		return err
+	})
+}
+
+// open serves an allowed tunnel, from CONNECT or SOCKS. accept answers the
+// client: the tunnel is open (nil) or the dial failed. A passthrough host
+// is dialled first and tunnelled raw. Otherwise the tunnel is intercepted
+// when the client speaks TLS, served request by request when it speaks
+// plain HTTP, and tunnelled raw to the checked address when it speaks
+// anything else (SSH, a database protocol) or stays silent (a protocol in
+// which the server speaks first).
+func (s *Server) open(c net.Conn, br *bufio.Reader, t *target, e Entry, accept func(dialErr error) error) {
+	if matchAny(s.rules.Passthrough, t.norm, t.port) {
+		up, err := s.dial(s.ctx, t)
+		if err != nil {
+			e.Verdict, e.Reason = verdictError, err.Error()
+			s.record(e)
+			accept(err)
+			return
+		}
+		if accept(nil) != nil {
+			up.Close()
+			return
+		}
+		s.tunnel(c, br, up, e)
+		return
+	}
+	if accept(nil) != nil {
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(s.sniff))
+	first, err := br.Peek(1)
+	c.SetReadDeadline(time.Time{})
+	var ne net.Error
+	switch {
+	case err == nil && first[0] == tlsRecord:
+		s.intercept(c, br, t, e)
+	case err == nil && looksHTTP(br):
+		// Plain HTTP in a tunnel: served as requests, so that a Host
+		// header cannot name another site on the same address.
+		s.serveTunnel(&client{conn: c, raw: c, br: br, bw: bufio.NewWriterSize(c, 4<<10), tunnel: t, scheme: "http"}, e)
+	case err == nil || errors.As(err, &ne) && ne.Timeout():
+		up, err := s.dial(s.ctx, t)
+		if err != nil {
+			e.Verdict, e.Reason = verdictError, err.Error()
+			s.record(e)
+			return
+		}
+		s.tunnel(c, br, up, e)
+	default:
+		s.record(e) // the client left without a byte
+	}
+}
+
+// looksHTTP reports whether the bytes already received start like an
+// HTTP/1 request line: an upper-case method and a space.
+func looksHTTP(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	for i, c := range b {
+		switch {
+		case c == ' ':
+			return i >= 3
+		case c < 'A' || c > 'Z' || i > 10:
+			return false
+		}
+	}
+	return false
+}
+
+// tunnel relays raw bytes between the client and up and logs the tunnel
+// when it ends.
+func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, e Entry) {
+	if !s.track(up) {
+		up.Close()
+		return
+	}
+	defer s.untrack(up)
+	e.BytesUp, e.BytesDown = relay(c, br, up)
+	s.record(e)
+}
+
+// intercept terminates the client's TLS with a certificate for the
+// CONNECT host signed by the jail CA and serves the HTTP requests inside,
+// each forwarded upstream over TLS verified as usual.
+func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
+	cfg := s.mitm.Clone()
+	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.leaf(t.host) }
+	cc := &batchConn{Conn: c, r: br}
+	tc := tls.Server(cc, cfg)
+	defer tc.Close()
+	c.SetDeadline(time.Now().Add(dialTimeout))
+	err := tc.Handshake()
+	c.SetDeadline(time.Time{})
+	if err != nil {
+		e.Verdict, e.Reason = verdictError, fmt.Sprintf("TLS handshake with the client: %v (a client that does not trust the jail CA fails here)", err)
+		s.record(e)
+		return
+	}
+	cc.startBatching()
+	raw := tlsWriter{tc, cc}
+	s.serveTunnel(&client{conn: tc, raw: raw, br: bufio.NewReaderSize(tc, readBufSize), bw: bufio.NewWriterSize(raw, writeBufSize),
+		tunnel: t, scheme: "https"}, e)
+}
+
+// serveTunnel serves the HTTP requests inside a tunnel, each for the
+// tunnel's target only.
+func (s *Server) serveTunnel(cl *client, e Entry) {
+	for n := 0; ; n++ {
+		req, hostHeader, err := readRequest(cl.br)
+		if err != nil {
+			if n == 0 {
+				e.Scheme, e.Reason = cl.scheme, "no HTTP request inside the tunnel"
+				s.record(e)
+			}
+			badRequest(cl.bw, err)
+			return
+		}
+		if req.Method == http.MethodConnect {
+			writeText(cl.bw, http.StatusBadRequest, "jail: CONNECT inside a tunnel\n")
+			return
+		}
+		if !s.forward(cl, req, hostHeader) {
+			return
+		}
+	}
+}
+
+// batchConn is the client connection under an intercepting TLS server.
+// It reads through the bufio.Reader that already holds the first bytes.
+// After the handshake it gathers the TLS records of one write (a 32 KiB
+// write makes two or three) and sends them in one write(2) when tlsWriter
+// flushes.
+type batchConn struct {
+	net.Conn
+	r  *bufio.Reader
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (c *batchConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *batchConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.w == nil {
+		return c.Conn.Write(p)
+	}
+	return c.w.Write(p)
+}
+
+func (c *batchConn) startBatching() {
+	c.mu.Lock()
+	c.w = bufio.NewWriterSize(c.Conn, writeBufSize+4*1024)
+	c.mu.Unlock()
+}
+
+func (c *batchConn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.w == nil {
+		return nil
+	}
+	return c.w.Flush()
+}
+
+func (c *batchConn) Close() error {
+	c.flush()
+	return c.Conn.Close()
+}
+
+// tlsWriter writes through the TLS connection and sends the records at
+// once.
+type tlsWriter struct {
+	tc *tls.Conn
+	cc *batchConn
+}
+
+func (w tlsWriter) Write(p []byte) (int, error) {
+	n, err := w.tc.Write(p)
+	if err == nil {
+		err = w.cc.flush()
+	}
+	return n, err
+}
+
+// upstreamConn is a connection to an upstream server that reads in large
+// chunks, so that a bulk download costs fewer read(2) calls, and tells how
+// much it holds.
+type upstreamConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *upstreamConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Entry is one decision: one JSON line of the decision log.
+type Entry struct {
+	Time    time.Time `json:"time"`
+	Session string    `json:"session"`
+	Client  string    `json:"client,omitempty"`
+	Method  string    `json:"method,omitempty"` // "GET", "CONNECT", "UDP ASSOCIATE", ...
+	Scheme  string    `json:"scheme,omitempty"` // "http", "https", "tcp" (a raw tunnel), "socks5"
+	Host    string    `json:"host"`
+	Port    int       `json:"port,omitempty"`
+	Path    string    `json:"path,omitempty"` // plain and intercepted requests only, without the query
+	Status  int       `json:"status,omitempty"`
+	Rule    string    `json:"rule,omitempty"`
+	Verdict string    `json:"verdict"` // "allow", "deny" or "error"
+	Reason  string    `json:"reason,omitempty"`
+	// BytesUp and BytesDown count request and response bodies for HTTP
+	// requests and every byte for tunnels.
+	BytesUp    int64   `json:"bytesUp"`
+	BytesDown  int64   `json:"bytesDown"`
+	DurationMS float64 `json:"durationMs"`
+}
+
+const (
+	verdictAllow = "allow"
+	verdictDeny  = "deny"
+	verdictError = "error"
+)
+
+const logFile = "decisions.jsonl"
+
+// Log appends entries to dir/decisions.jsonl. Each entry is one write(2)
+// to a file opened with O_APPEND, so writers in several processes never
+// interleave within a line.
+type Log struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// OpenLog opens (creating mode 0600, in dir created mode 0700) the
+// decision log in dir for appending.
+func OpenLog(dir string) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating log directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, logFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening decision log: %w", err)
+	}
+	return &Log{f: f}, nil
+}
+
+// Write appends e as one line.
+func (l *Log) Write(e Entry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return fmt.Errorf("writing decision log: %w", os.ErrClosed)
+	}
+	if _, err := l.f.Write(b); err != nil {
+		return fmt.Errorf("writing decision log: %w", err)
+	}
+	return nil
+}
+
+// Close closes the log; later writes fail.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// ReadLog calls fn with each entry of dir's decision log in file order
+// until fn returns false. A missing log has no entries. A last line
+// without its newline is being written and is skipped.
+func ReadLog(dir string, fn func(Entry) bool) error {
+	path := filepath.Join(dir, logFile)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading decision log: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for n := 1; ; n++ {
+		line, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading %q: %w", path, err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var e Entry
+		if err := json.Unmarshal(line, &e); err != nil {
+			return fmt.Errorf("reading %q line %d: %w", path, n, err)
+		}
+		if !fn(e) {
+			return nil
+		}
+	}
+}
+
+// Summary is the exit line about denials: "" when there were none, else
+// for example "3 requests denied (evil.example ×2, 1.1.1.1); see jail log".
+func Summary(denied []Entry) string {
+	if len(denied) == 0 {
+		return ""
+	}
+	var hosts []string
+	count := map[string]int{}
+	for _, e := range denied {
+		if count[e.Host] == 0 {
+			hosts = append(hosts, e.Host)
+		}
+		count[e.Host]++
+	}
+	const shown = 5
+	var parts []string
+	for i, h := range hosts {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("%d more", len(hosts)-shown))
+			break
+		}
+		if h == "" {
+			h = "?"
+		}
+		if n := count[hosts[i]]; n > 1 {
+			h += " ×" + strconv.Itoa(n)
+		}
+		parts = append(parts, h)
+	}
+	noun := "requests"
+	if len(denied) == 1 {
+		noun = "request"
+	}
+	return fmt.Sprintf("%d %s denied (%s); see jail log", len(denied), noun, strings.Join(parts, ", "))
+}

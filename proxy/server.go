@@ -1,0 +1,419 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config is what a Server needs.
+type Config struct {
+	Rules Rules
+	// CA signs the leaf certificates of intercepted hosts (cached per
+	// host, in memory).
+	CA *CA
+	// Log receives one entry per decision; nil logs nothing.
+	Log     *Log
+	Session string
+	// Resolver resolves names; nil uses net.DefaultResolver.
+	Resolver func(ctx context.Context, host string) ([]net.IP, error)
+	// Upstream verifies the servers of intercepted connections; nil uses
+	// the host's trust (Go's system pool honours SSL_CERT_FILE).
+	Upstream *tls.Config
+}
+
+// Server is one session's proxy. It serves any number of listeners (unix
+// sockets in production) for HTTP and SOCKS5 and shares one policy, one
+// upstream connection pool and one leaf certificate cache between them.
+type Server struct {
+	rules     Rules
+	hosts     map[string]string // normalized name -> "ip:port"
+	ca        *CA
+	log       *Log
+	session   string
+	resolve   func(ctx context.Context, host string) ([]net.IP, error)
+	transport *http.Transport
+	mitm      *tls.Config // cloned per intercepted connection
+	leafKey   *ecdsa.PrivateKey
+
+	// sniff is how long a CONNECT tunnel waits for the client's first
+	// byte before assuming a protocol in which the server speaks first
+	// and tunnelling raw bytes.
+	sniff time.Duration
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	denied    []Entry
+	leaves    map[string]*tls.Certificate
+}
+
+const (
+	dialTimeout    = 10 * time.Second
+	resolveTimeout = 10 * time.Second
+	maxDenied      = 10000 // kept for the summary; later denials are only logged
+)
+
+// New checks cfg and returns a Server that serves nothing yet.
+func New(cfg Config) (*Server, error) {
+	if cfg.CA == nil || cfg.CA.Cert == nil || cfg.CA.Key == nil {
+		return nil, errors.New("proxy: no CA to sign intercepted hosts' certificates (load one with LoadOrCreateCA)")
+	}
+	if err := cfg.Rules.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: generating leaf key: %w", err)
+	}
+	s := &Server{
+		rules:     cfg.Rules,
+		hosts:     map[string]string{},
+		ca:        cfg.CA,
+		log:       cfg.Log,
+		session:   cfg.Session,
+		resolve:   cfg.Resolver,
+		leafKey:   leafKey,
+		sniff:     300 * time.Millisecond,
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[net.Conn]struct{}{},
+		leaves:    map[string]*tls.Certificate{},
+	}
+	for name, addr := range cfg.Rules.Hosts {
+		h, _ := normalizeHost(name)
+		s.hosts[h.name] = netip.MustParseAddrPort(addr).String()
+	}
+	if s.resolve == nil {
+		s.resolve = func(ctx context.Context, host string) ([]net.IP, error) {
+			return net.DefaultResolver.LookupIP(ctx, "ip", host)
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+
+	upstream := &tls.Config{}
+	if cfg.Upstream != nil {
+		upstream = cfg.Upstream.Clone()
+	}
+	s.transport = &http.Transport{
+		Proxy:                 nil, // never the host's HTTP_PROXY
+		DialContext:           s.dialDecided,
+		TLSClientConfig:       upstream,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   dialTimeout,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true, // pass the client's encoding through untouched
+		ResponseHeaderTimeout: 0,    // slow answers (LLM APIs) are normal
+	}
+
+	s.mitm = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+	}
+	var ticketKey [32]byte
+	if _, err := rand.Read(ticketKey[:]); err != nil {
+		return nil, err
+	}
+	s.mitm.SetSessionTicketKeys([][32]byte{ticketKey}) // resumption across tunnels
+	return s, nil
+}
+
+// ServeHTTP serves HTTP proxy requests on l: plain HTTP in absolute form
+// and CONNECT. It returns nil when l or the Server is closed.
+func (s *Server) ServeHTTP(l net.Listener) error { return s.serve(l, s.serveHTTPConn) }
+
+// ServeSOCKS serves SOCKS5 on l: no authentication, CONNECT only (BIND and
+// UDP ASSOCIATE are answered "command not supported" and logged as
+// denials). A tunnel is treated as after an HTTP CONNECT: TLS is
+// intercepted, other protocols are relayed raw. It returns nil when l or
+// the Server is closed.
+func (s *Server) ServeSOCKS(l net.Listener) error { return s.serve(l, s.serveSOCKSConn) }
+
+func (s *Server) serve(l net.Listener, handle func(net.Conn)) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.isClosed() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("proxy: accepting: %w", err)
+		}
+		backoff = 0
+		if !s.track(c) {
+			c.Close()
+			return nil
+		}
+		go func() {
+			defer s.untrack(c)
+			defer c.Close()
+			handle(c)
+		}()
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// track registers c to be closed by Close; false means the Server is
+// already closed.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Close stops every listener given to ServeHTTP and ServeSOCKS, ends every
+// connection and in-flight request, and drops idle upstream connections.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ls, cs := s.listeners, s.conns
+	s.listeners, s.conns = map[net.Listener]struct{}{}, map[net.Conn]struct{}{}
+	s.mu.Unlock()
+	s.cancel()
+	for l := range ls {
+		l.Close()
+	}
+	for c := range cs {
+		c.Close()
+	}
+	s.transport.CloseIdleConnections()
+	return nil
+}
+
+// Denied returns the denials of this server's session, oldest first.
+func (s *Server) Denied() []Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Entry(nil), s.denied...)
+}
+
+// record logs e, stamping the session and the duration since e.Time.
+func (s *Server) record(e Entry) {
+	e.Session = s.session
+	if e.DurationMS == 0 && e.Verdict == verdictAllow {
+		e.DurationMS = float64(time.Since(e.Time).Microseconds()) / 1000
+	}
+	e.Time = e.Time.UTC()
+	if e.Verdict == verdictDeny {
+		s.mu.Lock()
+		if len(s.denied) < maxDenied {
+			s.denied = append(s.denied, e)
+		}
+		s.mu.Unlock()
+	}
+	if s.log != nil {
+		s.log.Write(e) // a full disk must not take the network down
+	}
+}
+
+// target is a connection that was allowed: the name the client asked for
+// and the addresses, checked, that it may be dialled at.
+type target struct {
+	host  string // normalized name or IP literal
+	norm  host
+	port  int
+	addrs []string // "ip:port", each checked
+	rule  string
+}
+
+// refusal is a connection that was not allowed (verdict "deny") or could
+// not be decided (verdict "error": the name does not resolve).
+type refusal struct {
+	verdict, rule, reason, hint string
+}
+
+// check is the one decision for every path: the rules on the name the
+// client asked for, then the addresses it resolves to.
+func (s *Server) check(ctx context.Context, name string, port int) (*target, *refusal) {
+	d := s.rules.Decide(name, port)
+	h, _ := normalizeHost(name)
+	if !d.Allow {
+		r := &refusal{verdict: verdictDeny, rule: d.Rule, reason: d.Reason}
+		switch {
+		case d.Reason == "invalid host":
+		case strings.HasPrefix(d.Rule, "deny "):
+			r.hint = fmt.Sprintf("it matches %q in jail.json \"network.deny\"", strings.TrimPrefix(d.Rule, "deny "))
+		default:
+			r.hint = `allow it in jail.json "network.allow"`
+		}
+		return nil, r
+	}
+	t := &target{host: h.name, norm: h, port: port, rule: d.Rule}
+	if addr, ok := s.hosts[h.name]; ok {
+		t.addrs = []string{addr} // explicit consent, even to loopback
+		return t, nil
+	}
+	if h.ip.IsValid() { // Decide allows an IP literal only when a rule names it
+		t.addrs = []string{netip.AddrPortFrom(h.ip, uint16(port)).String()}
+		return t, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	ips, err := s.resolve(rctx, h.name)
+	if err == nil && len(ips) == 0 {
+		err = errors.New("no addresses")
+	}
+	if err != nil {
+		return nil, &refusal{verdict: verdictError, rule: d.Rule, reason: fmt.Sprintf("resolving %s: %v", h.name, err)}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, ip := range ips {
+		a, ok := netip.AddrFromSlice(ip)
+		if !ok {
+			return nil, &refusal{verdict: verdictError, rule: d.Rule, reason: fmt.Sprintf("resolving %s: bad address %v", h.name, ip)}
+		}
+		a = a.Unmap()
+		if class := addrClass(a); class != "" {
+			return nil, &refusal{verdict: verdictDeny, rule: d.Rule,
+				reason: fmt.Sprintf("%s address %s after resolving %s", class, a, h.name),
+				hint:   `to reach a local service, map the name in jail.json "network.hosts"`}
+		}
+		if !seen[a] {
+			seen[a] = true
+			t.addrs = append(t.addrs, netip.AddrPortFrom(a, uint16(port)).String())
+		}
+	}
+	return t, nil
+}
+
+// message is the one-line text a refused client sees.
+func (r *refusal) message(host string) string {
+	if _, ok := normalizeHost(host); !ok {
+		host = strconv.Quote(host)
+	}
+	msg := "jail: " + host + ": " + r.reason
+	if r.hint != "" {
+		msg += "; " + r.hint
+	}
+	return msg + "\n"
+}
+
+// dial connects to the first of t's checked addresses that answers. No
+// name is resolved here.
+func (s *Server) dial(ctx context.Context, t *target) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	var err error
+	for _, addr := range t.addrs {
+		var c net.Conn
+		if c, err = d.DialContext(ctx, "tcp", addr); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
+type targetKey struct{}
+
+// dialDecided is the upstream transport's dialer: it dials only the
+// target that the request's context carries, which check produced.
+func (s *Server) dialDecided(ctx context.Context, network, addr string) (net.Conn, error) {
+	t, _ := ctx.Value(targetKey{}).(*target)
+	if t == nil || addr != net.JoinHostPort(t.host, strconv.Itoa(t.port)) {
+		return nil, fmt.Errorf("jail: dialling %s without a decision", addr)
+	}
+	c, err := s.dial(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, readBufSize)}, nil
+}
+
+// leaf returns the cached certificate for host, signing one when there is
+// none or it is about to expire.
+func (s *Server) leaf(host string) (*tls.Certificate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.leaves[host]; c != nil && time.Until(c.Leaf.NotAfter) > time.Hour {
+		return c, nil
+	}
+	c, err := s.ca.Leaf(host, s.leafKey)
+	if err != nil {
+		return nil, err
+	}
+	s.leaves[host] = c
+	return c, nil
+}
+
+// relay copies between the client (read through cr) and the upstream
+// connection until both directions end, passing half-closes on, and
+// returns the bytes sent each way.
+func relay(client net.Conn, cr io.Reader, up net.Conn) (upBytes, downBytes int64) {
+	done := make(chan int64, 1)
+	go func() {
+		n, err := io.Copy(up, cr)
+		finish(up, client, err)
+		done <- n
+	}()
+	downBytes, err := io.Copy(client, up)
+	finish(client, up, err)
+	upBytes = <-done
+	client.Close()
+	up.Close()
+	return upBytes, downBytes
+}
+
+// finish ends one direction of a relay: a clean end half-closes dst, an
+// error closes both connections so that the other direction ends too.
+func finish(dst, src net.Conn, err error) {
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok && err == nil {
+		cw.CloseWrite()
+		return
+	}
+	dst.Close()
+	src.Close()
+}
