@@ -42,6 +42,8 @@ type NetworkConfig struct {
 	Deny    []string          `json:"deny,omitempty" noun:"domains"`
 	Unknown string            `json:"unknown,omitempty" noun:"\"deny\" or \"allow\""`
 	Hosts   map[string]string `json:"hosts,omitempty" noun:"a host:port address" mapnoun:"host:port addresses"`
+	// Passthrough names hosts whose TLS is tunnelled, not intercepted.
+	Passthrough []string `json:"passthrough,omitempty" noun:"domains"`
 }
 
 // SecretsConfig binds secret environment variables to hosts and names files
@@ -289,7 +291,7 @@ func (d *decoder) validate(root *node, c *Config) error {
 			return d.errAt(it.off, "profile name %q must not contain a slash", it.str)
 		}
 	}
-	for _, key := range []string{"allow", "deny"} {
+	for _, key := range []string{"allow", "deny", "passthrough"} {
 		for _, it := range items("network", key) {
 			if err := checkDomain(it.str); err != nil {
 				return d.errAt(it.off, "%v", err)

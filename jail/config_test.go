@@ -322,7 +322,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown nested key lists the expected ones",
 			doc:     `{"network": {"allowed": []}}`,
-			wantErr: `jail.json:1:14: unknown key "allowed" in "network"; expected one of allow, deny, hosts, unknown`, exact: true,
+			wantErr: `jail.json:1:14: unknown key "allowed" in "network"; expected one of allow, deny, hosts, passthrough, unknown`, exact: true,
 		},
 		{
 			name:    "fields without a json name are not keys",
@@ -917,10 +917,11 @@ func TestResolve(t *testing.T) {
 		DenyRead:    []string{"/home/u/proj/.env", "/home/u/proj/secrets/**", "/home/u/proj/**/*.pem", "/home/u/.ssh/**", "/etc/shadow", "/home/u/.aws"},
 		DenyWrite:   []string{"/home/u/proj/Makefile"},
 		Network: NetworkConfig{
-			Allow:   []string{"a.com", "b.com", "c.com"},
-			Deny:    []string{"*.evil"},
-			Unknown: "deny",
-			Hosts:   map[string]string{"a.com": "127.0.0.1:1", "b.com": "127.0.0.1:3"},
+			Allow:       []string{"a.com", "b.com", "c.com"},
+			Deny:        []string{"*.evil"},
+			Unknown:     "deny",
+			Hosts:       map[string]string{"a.com": "127.0.0.1:1", "b.com": "127.0.0.1:3"},
+			Passthrough: []string{},
 		},
 		Secrets: SecretsConfig{
 			Env:   map[string][]string{"K": {"a.com", "b.com"}, "L": {"c.com"}},

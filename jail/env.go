@@ -67,8 +67,9 @@ type EnvPlan struct {
 
 // PlanEnv builds the jailed command's environment from the host's: secrets
 // become placeholders (unless env.pass names them), variables naming hidden
-// host services are dropped, env.set is applied last.
-func PlanEnv(host []string, pol *Policy, suffix, session string) EnvPlan {
+// host services are dropped, env.set is applied, and jail's own variables
+// (the proxy, the CA bundle) last.
+func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[string]string) EnvPlan {
 	pass := map[string]bool{}
 	for _, n := range pol.Env.Pass {
 		pass[n] = true
@@ -98,6 +99,9 @@ func PlanEnv(host []string, pol *Policy, suffix, session string) EnvPlan {
 		vars[name] = value
 	}
 	for k, v := range pol.Env.Set {
+		vars[k] = v
+	}
+	for k, v := range jailVars {
 		vars[k] = v
 	}
 	vars["JAIL_SESSION"] = session

@@ -38,7 +38,12 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		Session:      randomHex(8),
 		SecretSuffix: randomHex(12),
 	}
+	f.CADir = filepath.Join(UserConfigDir(home, os.Getenv), "ca")
+	f.Bundle = filepath.Join(f.CADir, "bundle.pem")
+	f.StateDir = StateDir(home, os.Getenv)
+	f.SessionDir = filepath.Join(runtimeDir(), f.Session)
 	paths, patterns := Interest(pol, home)
+	paths = append(paths, f.CADir, f.StateDir)
 	for _, p := range paths {
 		f.Paths[p] = statPath(p)
 	}
@@ -239,4 +244,27 @@ func Created(p *Plan) []string {
 	})
 	sort.Strings(out)
 	return out
+}
+
+// StateDir is where jail keeps its decision log: $XDG_STATE_HOME/jail,
+// else ~/.local/state/jail.
+func StateDir(home string, getenv func(string) string) string {
+	if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "jail")
+	}
+	return filepath.Join(home, ".local", "state", "jail")
+}
+
+// runtimeDir is the per-user directory for session sockets:
+// $XDG_RUNTIME_DIR/jail when it is usable, else a private directory in /tmp
+// (checked for ownership and mode before use).
+func runtimeDir() string {
+	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
+		if fi, err := os.Stat(x); err == nil && fi.IsDir() {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Getuid() {
+				return filepath.Join(x, "jail")
+			}
+		}
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("jail-%d", os.Getuid()))
 }

@@ -36,6 +36,7 @@ type InitSpec struct {
 	Landlock  []LandlockRule
 	Seccomp   []byte // compiled BPF program, 8 bytes per instruction
 	Ignore    []int  // signals that were ignored when jail started
+	Relays    []Relay
 }
 
 // initStatus is init's report to the host.
@@ -100,6 +101,12 @@ func InitMain() {
 		}
 	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		fail(125, fmt.Errorf("setting no_new_privs: %w", err))
+	}
+
+	// The bridge: loopback ports relayed to the host proxy's sockets,
+	// listening before the command starts so its first request finds it.
+	if _, err := StartRelays(spec.Relays, nil); err != nil {
+		fail(125, fmt.Errorf("init: starting the network bridge: %w", err))
 	}
 
 	path, code, err := lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)

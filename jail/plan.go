@@ -14,6 +14,29 @@ import (
 // that bubblewrap can run it as the jail's init.
 const InitPath = "/run/jail/init"
 
+// Paths and ports of the network bridge inside the jail.
+const (
+	NetDir       = "/run/jail/net" // the host proxy's unix sockets, read-only
+	PubDir       = "/run/jail/pub" // sockets init listens on for published ports
+	CABundlePath = "/run/jail/ca.pem"
+	HTTPPort     = 3128 // the bridge's HTTP proxy port on the jail's loopback
+	SOCKSPort    = 1080 // the bridge's SOCKS5 port
+)
+
+// NetPlan is the network side of a plan: the host proxy's policy and where
+// its sockets live, and the relays init runs inside the jail.
+type NetPlan struct {
+	SessionDir string // host: http.sock, socks.sock, resolv.conf, pub/
+	CADir      string // host: the per-user CA
+	StateDir   string // host: the decision log
+	Bundle     string // host: system CAs + the jail CA
+	Rules      NetworkConfig
+	Publish    []int
+	Forward    []int
+	Relays     []Relay  // run by init inside the jail
+	Registries []string // allowed because the command's toolchain uses them
+}
+
 // PathInfo is what jail learned about one host path before planning.
 type PathInfo struct {
 	Exists   bool
@@ -42,6 +65,11 @@ type Facts struct {
 	Env          []string // the host environment
 	Session      string   // random session id
 	SecretSuffix string   // random suffix of this session's placeholders
+
+	SessionDir string // host directory for this session's sockets
+	CADir      string // host directory of the per-user CA
+	StateDir   string // host directory of the decision log
+	Bundle     string // host path of the CA bundle the jail trusts
 }
 
 func (f *Facts) info(p string) PathInfo { return f.Paths[p] }
@@ -59,7 +87,7 @@ var systemDeny = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/g
 var homeDeny = []string{
 	".ssh/**", ".aws/**", ".gnupg/**", ".kube/**", ".docker/**", ".azure/**", ".config/gcloud/**",
 	".password-store/**", ".local/share/keyrings/**", ".netrc", ".git-credentials", ".npmrc", ".pypirc",
-	".cargo/credentials", ".cargo/credentials.toml", ".config/gh/hosts.yml", ".config/jail/ca/**",
+	".cargo/credentials", ".cargo/credentials.toml", ".config/gh/hosts.yml", ".config/jail/ca/**", ".local/state/jail/**",
 }
 
 // projectProtected are paths that stay read-only inside the writable project
@@ -90,6 +118,7 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	}
 	add(systemPaths...)
 	add(systemDeny...)
+	add("/etc/resolv.conf")
 	add(pol.ProjectRoot, home)
 	for _, p := range homeDeny {
 		add(filepath.Join(home, p))
@@ -151,6 +180,7 @@ type LandlockRule struct {
 // Plan is the complete, deterministic description of one jail.
 type Plan struct {
 	Argv        []string
+	Session     string
 	Cwd         string
 	ProjectRoot string
 	Sources     []string
@@ -161,6 +191,7 @@ type Plan struct {
 	LandlockV  int // ABI version the rules are written for; 0 = not applied
 	Seccomp    []seccomp.Rule
 	Env        EnvPlan
+	Net        *NetPlan // nil: loopback only, no proxy (--no-network)
 
 	// Missing lists protected paths that did not exist at start inside a
 	// writable tree; jail checks them after the command exits.
@@ -185,7 +216,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	if root == "/" || under(f.Home, root) {
 		return nil, fmt.Errorf("refusing to use %s as the project root: it contains your home directory; run jail from inside a project directory (or put a jail.json there)", root)
 	}
-	p := &Plan{Argv: argv, Cwd: f.Cwd, ProjectRoot: root, Sources: pol.Sources}
+	p := &Plan{Argv: argv, Session: f.Session, Cwd: f.Cwd, ProjectRoot: root, Sources: pol.Sources}
 	if !under(f.Cwd, root) {
 		p.Cwd = root
 	}
@@ -385,6 +416,11 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		denyPats = append(denyPats, filepath.Join(f.Home, rel))
 	}
 	denyPats = append(denyPats, pol.DenyRead...)
+	for _, d := range []string{f.CADir, f.StateDir} {
+		if d != "" { // jail's own CA key and decision log, wherever XDG puts them
+			denyPats = append(denyPats, d)
+		}
+	}
 	maskSet := map[string]bool{}
 	var maskPaths []string
 	candidates := append(expand(denyPats), f.HardLinks...)
@@ -411,18 +447,27 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		masks = append(masks, Op{Kind: kind, Dest: m, Why: "denyRead"})
 	}
 
+	var jailVars map[string]string
+	if !pol.NoNetwork {
+		var netOps []Op
+		p.Net, netOps, jailVars = planNetwork(pol, f)
+		base = append(base, netOps...)
+		p.Landlock = append(p.Landlock,
+			LandlockRule{Path: NetDir, Access: "read"},
+			LandlockRule{Path: PubDir, Access: "write"},
+			LandlockRule{Path: CABundlePath, Access: "read", File: true},
+		)
+	}
+
 	sortOps(base)
 	sortOps(protect)
 	p.Ops = append(append(base, protect...), masks...)
 	sort.SliceStable(p.Landlock, func(i, j int) bool { return p.Landlock[i].Path < p.Landlock[j].Path })
 
-	if pol.Network.Unknown == "allow" || len(pol.Network.Allow) > 0 || len(pol.Network.Hosts) > 0 {
-		p.Warnings = append(p.Warnings, "network rules are not enforced by this build: the jail has loopback only")
-	}
 	if len(pol.Command.Deny) > 0 {
 		p.Warnings = append(p.Warnings, "command rules are not enforced by this build yet: "+strings.Join(pol.Command.Deny, ", "))
 	}
-	p.Env = PlanEnv(f.Env, pol, f.SecretSuffix, f.Session)
+	p.Env = PlanEnv(f.Env, pol, f.SecretSuffix, f.Session, jailVars)
 	return p, nil
 }
 
@@ -480,6 +525,30 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, "  %s\n", r)
 		}
 	}
+	if n := p.Net; n != nil {
+		b.WriteString("\nnetwork (host proxy; every connection decided and logged)\n")
+		unknown := n.Rules.Unknown
+		if unknown == "" {
+			unknown = "deny"
+		}
+		fmt.Fprintf(&b, "  allow:   %s\n", orNone(n.Rules.Allow))
+		if len(n.Registries) > 0 {
+			fmt.Fprintf(&b, "           (registries from the toolchain's configuration: %s)\n", strings.Join(n.Registries, " "))
+		}
+		fmt.Fprintf(&b, "  deny:    %s\n", orNone(n.Rules.Deny))
+		fmt.Fprintf(&b, "  unknown: %s\n", unknown)
+		for _, h := range sortedKeys(n.Rules.Hosts) {
+			fmt.Fprintf(&b, "  hosts:   %s -> %s\n", h, n.Rules.Hosts[h])
+		}
+		if len(n.Rules.Passthrough) > 0 {
+			fmt.Fprintf(&b, "  not intercepted: %s\n", strings.Join(n.Rules.Passthrough, " "))
+		}
+		for _, r := range n.Relays {
+			fmt.Fprintf(&b, "  relay    %s\n", r)
+		}
+	} else {
+		b.WriteString("\nnetwork: none (loopback only)\n")
+	}
 	b.WriteString("\nenvironment\n")
 	fmt.Fprintf(&b, "  placeholders: %s\n", orNone(p.Env.Placeholders))
 	fmt.Fprintf(&b, "  dropped:      %s\n", orNone(p.Env.Dropped))
@@ -523,4 +592,56 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// caVars are the variables toolchains read for extra or replacement CA
+// bundles; all name the combined bundle (system CAs + the jail CA).
+var caVars = []string{
+	"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+	"PIP_CERT", "DENO_CERT", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "NIX_SSL_CERT_FILE", "HEX_CACERTS_PATH",
+	"npm_config_cafile", "BUNDLE_SSL_CA_CERT", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+}
+
+// planNetwork wires the jail to the host proxy: the proxy's sockets and the
+// CA bundle bound in, a resolver that resolves nothing, the bridge relays
+// from loopback ports to the sockets, and the variables that point
+// clients at them.
+func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
+	n := &NetPlan{
+		SessionDir: f.SessionDir, CADir: f.CADir, StateDir: f.StateDir, Bundle: f.Bundle,
+		Rules: pol.Network, Publish: pol.Publish, Forward: pol.Forward,
+	}
+	n.Rules.Allow = union(n.Rules.Allow, pol.Registries)
+	n.Registries = pol.Registries
+	ops := []Op{
+		{Kind: "ro-bind", Src: f.SessionDir, Dest: NetDir, Why: "proxy sockets"},
+		{Kind: "bind", Src: filepath.Join(f.SessionDir, "pub"), Dest: PubDir, Why: "published ports"},
+		{Kind: "ro-bind", Src: f.Bundle, Dest: CABundlePath, Why: "system CAs + jail CA"},
+	}
+	if in := f.info("/etc/resolv.conf"); in.Exists && in.Link == "" {
+		// A symlink (systemd-resolved) already dangles inside: /run is hidden.
+		ops = append(ops, Op{Kind: "ro-bind", Src: filepath.Join(f.SessionDir, "resolv.conf"), Dest: "/etc/resolv.conf", Why: "no resolver: names resolve at the proxy"})
+	}
+	n.Relays = []Relay{
+		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", HTTPPort), Dial: "unix:" + NetDir + "/http.sock"},
+		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", SOCKSPort), Dial: "unix:" + NetDir + "/socks.sock"},
+	}
+	for _, port := range pol.Publish {
+		n.Relays = append(n.Relays, Relay{Listen: fmt.Sprintf("unix:%s/%d.sock", PubDir, port), Dial: fmt.Sprintf("tcp:127.0.0.1:%d", port)})
+	}
+	for _, port := range pol.Forward {
+		n.Relays = append(n.Relays, Relay{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", port), Dial: fmt.Sprintf("unix:%s/fwd-%d.sock", NetDir, port)})
+	}
+	httpProxy := fmt.Sprintf("http://127.0.0.1:%d", HTTPPort)
+	vars := map[string]string{
+		"HTTP_PROXY": httpProxy, "HTTPS_PROXY": httpProxy, "ALL_PROXY": fmt.Sprintf("socks5h://127.0.0.1:%d", SOCKSPort),
+		"NO_PROXY": "localhost,127.0.0.1,::1",
+	}
+	for k, v := range vars {
+		vars[strings.ToLower(k)] = v
+	}
+	for _, k := range caVars {
+		vars[k] = CABundlePath
+	}
+	return n, ops, vars
 }

@@ -49,7 +49,10 @@ func fakeFacts(extra map[string]PathInfo, matches map[string][]string) *Facts {
 			"SSH_AUTH_SOCK=/run/user/1000/ssh", "MY_SERVICE_TOKEN=t0k", "EDITOR=vi",
 		},
 		Session: "s3ss10n", SecretSuffix: "r4nd0m",
+		SessionDir: "/run/user/1000/jail/s3ss10n", CADir: "/home/u/.config/jail/ca",
+		StateDir: "/home/u/.local/state/jail", Bundle: "/home/u/.config/jail/ca/bundle.pem",
 	}
+	f.Paths["/etc/resolv.conf"] = PathInfo{Exists: true}
 	f.Paths["/home/u/proj/jail.json"] = PathInfo{Exists: true}
 	f.Paths["/etc/ssh/ssh_host_ed25519_key"] = PathInfo{Exists: true}
 	for k, v := range extra {
@@ -250,7 +253,7 @@ func TestPlannerIsPure(t *testing.T) {
 
 func TestPlanEnv(t *testing.T) {
 	pol := &Policy{Env: EnvConfig{Pass: []string{"GH_TOKEN"}, Set: map[string]string{"CI": "1"}}, SecretNames: []string{"DB_URL_X"}}
-	ep := PlanEnv([]string{"GH_TOKEN=ghp_passme", "OPENAI_API_KEY=sk-x", "DB_URL_X=postgres://u:p@h", "FOO=bar", "SSH_AUTH_SOCK=/x", "JAIL_SESSION=old", "WEIRD=ghp_0123456789abcdef"}, pol, "SUF", "SESS")
+	ep := PlanEnv([]string{"GH_TOKEN=ghp_passme", "OPENAI_API_KEY=sk-x", "DB_URL_X=postgres://u:p@h", "FOO=bar", "SSH_AUTH_SOCK=/x", "JAIL_SESSION=old", "WEIRD=ghp_0123456789abcdef"}, pol, "SUF", "SESS", nil)
 	got := strings.Join(ep.Env, "\n")
 	for _, want := range []string{"GH_TOKEN=ghp_passme", "OPENAI_API_KEY=jail-secret-OPENAI_API_KEY-SUF", "DB_URL_X=jail-secret-DB_URL_X-SUF", "FOO=bar", "CI=1", "JAIL_SESSION=SESS", "WEIRD=jail-secret-WEIRD-SUF"} {
 		if !strings.Contains(got+"\n", want+"\n") {

@@ -18,6 +18,12 @@ type Options struct {
 	Secrets    []string // --secret VAR
 	BestEffort bool
 	Debug      bool
+
+	AllowDomain []string // --allow-domain HOST[:PORT]
+	DenyDomain  []string // --deny-domain HOST
+	NoNetwork   bool     // --no-network: loopback only, no proxy
+	Publish     []int    // -p PORT: the host may connect to this port in the jail
+	Forward     []int    // -f PORT: the jail may reach this host localhost port
 }
 
 // Policy is the merged, resolved policy: every path is absolute (globs kept
@@ -36,6 +42,12 @@ type Policy struct {
 
 	SecretNames []string // --secret
 	BestEffort  bool
+	NoNetwork   bool
+	Publish     []int
+	Forward     []int
+	// Registries are the package registry hosts of the command's toolchain,
+	// read from the toolchain's own configuration (RegistryHosts).
+	Registries []string
 }
 
 // UserConfigDir is jail's directory under XDG_CONFIG_HOME (or ~/.config).
@@ -118,6 +130,18 @@ func LoadLayers(opts Options, cwd, home string, getenv func(string) string) ([]*
 	flags.Filesystem.AllowRead = opts.AllowRead
 	flags.Filesystem.AllowWrite = opts.AllowWrite
 	flags.Filesystem.DenyRead = opts.DenyRead
+	flags.Network.Allow = opts.AllowDomain
+	flags.Network.Deny = opts.DenyDomain
+	for _, d := range append(append([]string{}, opts.AllowDomain...), opts.DenyDomain...) {
+		if err := checkDomain(d); err != nil {
+			return nil, "", fmt.Errorf("--allow-domain/--deny-domain: %w", err)
+		}
+	}
+	for _, p := range append(append([]int{}, opts.Publish...), opts.Forward...) {
+		if p < 1 || p > 65535 {
+			return nil, "", fmt.Errorf("--publish/--forward: %d is not a port (1-65535)", p)
+		}
+	}
 	layers = append(layers, flags)
 	return layers, root, nil
 }
@@ -133,7 +157,7 @@ func displayPath(path, cwd string) string {
 // maps are merged with later layers winning, relative paths are taken
 // against each layer's own directory and ~ against home.
 func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error) {
-	p := &Policy{ProjectRoot: root, BestEffort: opts.BestEffort}
+	p := &Policy{ProjectRoot: root, BestEffort: opts.BestEffort, NoNetwork: opts.NoNetwork, Publish: opts.Publish, Forward: opts.Forward}
 	for _, c := range layers {
 		if c.File != "" {
 			p.Sources = append(p.Sources, c.File)
@@ -155,6 +179,7 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 			p.Network.Unknown = c.Network.Unknown
 		}
 		p.Network.Hosts = mergeMap(p.Network.Hosts, c.Network.Hosts)
+		p.Network.Passthrough = union(p.Network.Passthrough, c.Network.Passthrough)
 		for k, v := range c.Secrets.Env {
 			if p.Secrets.Env == nil {
 				p.Secrets.Env = map[string][]string{}

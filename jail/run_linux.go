@@ -65,6 +65,18 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 			spec.Ignore = append(spec.Ignore, int(s))
 		}
 	}
+	var ns *netSession
+	if plan.Net != nil {
+		if ns, err = startNetwork(plan.Net, plan.Session); err != nil {
+			return 125, &ExitError{125, err}
+		}
+		spec.Relays = plan.Net.Relays
+	}
+	defer func() {
+		if summary := ns.close(); summary != "" {
+			fmt.Fprintf(stderr, "jail: %s\n", summary)
+		}
+	}()
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
 		return 125, &ExitError{125, err}

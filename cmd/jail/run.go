@@ -22,6 +22,7 @@ usage:
   jail [flags] -c 'STRING'          run a shell string (/bin/sh -c)
   jail check                        report which protections this machine has
   jail plan [flags] -- CMD          print what would be applied, run nothing
+  jail log [-f] [--json] [--session ID]   the proxy's decisions
 
 flags:
 `
@@ -34,6 +35,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return check(args[1:], stdout, stderr)
 		case "plan":
 			return runJail(args[1:], true, stdout, stderr)
+		case "log":
+			return logCmd(args[1:], stdout, stderr)
 		}
 	}
 	return runJail(args, false, stdout, stderr)
@@ -53,6 +56,11 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	fs.StringArrayVar(&opts.AllowWrite, "allow-write", nil, "make `PATH` readable and writable (repeatable)")
 	fs.StringArrayVar(&opts.DenyRead, "deny-read", nil, "hide `PATH` even inside allowed trees (repeatable)")
 	fs.StringArrayVar(&opts.Secrets, "secret", nil, "treat environment variable `VAR` as a secret (repeatable)")
+	fs.StringArrayVar(&opts.AllowDomain, "allow-domain", nil, "allow connections to `HOST[:PORT]` (repeatable; *.example.com for subdomains)")
+	fs.StringArrayVar(&opts.DenyDomain, "deny-domain", nil, "deny connections to `HOST` even when allowed elsewhere (repeatable)")
+	fs.BoolVar(&opts.NoNetwork, "no-network", false, "no network at all: loopback only, no proxy")
+	fs.IntSliceVarP(&opts.Publish, "publish", "p", nil, "let the host connect to `PORT` the jailed command listens on (repeatable)")
+	fs.IntSliceVarP(&opts.Forward, "forward", "f", nil, "let the jailed command reach the host's localhost `PORT` (repeatable)")
 	fs.BoolVar(&opts.BestEffort, "best-effort", false, "run even when the kernel lacks a protection, saying which")
 	fs.BoolVarP(&opts.Debug, "debug", "d", false, "print the plan before running")
 	fs.StringVarP(&shellString, "command", "c", "", "run `STRING` with /bin/sh -c")
@@ -138,6 +146,9 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, error) {
 	pol, err := jail.Resolve(layers, root, home, opts)
 	if err != nil {
 		return nil, err
+	}
+	if !pol.NoNetwork {
+		pol.Registries = jail.RegistryHosts(argv, root, home, os.Getenv)
 	}
 	facts, err := jail.Gather(pol, home, cwd)
 	if err != nil {

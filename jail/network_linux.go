@@ -1,0 +1,187 @@
+package jail
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jailsh/jail/proxy"
+)
+
+// netSession is the host side of a jail's network: the proxy serving the
+// session's sockets and the relays of published and forwarded ports.
+type netSession struct {
+	dir       string
+	srv       *proxy.Server
+	log       *proxy.Log
+	listeners []net.Listener
+}
+
+// systemBundles are where distributions keep the system CA bundle.
+var systemBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Arch
+	"/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL
+	"/etc/ssl/ca-bundle.pem",             // openSUSE
+	"/etc/ssl/cert.pem",                  // Alpine
+}
+
+// startNetwork starts the proxy for a plan before the jail exists. Any
+// failure here is jail's own (exit 125): the command never runs without
+// the proxy it was promised, and never with a fallback route.
+func startNetwork(n *NetPlan, session string) (*netSession, error) {
+	if err := ensurePrivateDir(filepath.Dir(n.SessionDir)); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(n.SessionDir, "pub"), 0o700); err != nil {
+		return nil, fmt.Errorf("creating the session directory: %w", err)
+	}
+	ns := &netSession{dir: n.SessionDir}
+	fail := func(err error) (*netSession, error) {
+		ns.close()
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(n.SessionDir, "resolv.conf"), []byte("# jail: no resolver here; names are resolved by the proxy\nnameserver 127.0.0.1\noptions attempts:1 timeout:1\n"), 0o644); err != nil {
+		return fail(fmt.Errorf("writing resolv.conf: %w", err))
+	}
+	ca, err := proxy.LoadOrCreateCA(n.CADir)
+	if err != nil {
+		return fail(fmt.Errorf("loading the jail CA in %s: %w", n.CADir, err))
+	}
+	if err := ensureBundle(n.Bundle, ca.CertPEM); err != nil {
+		return fail(err)
+	}
+	if ns.log, err = proxy.OpenLog(n.StateDir); err != nil {
+		return fail(fmt.Errorf("opening the decision log in %s: %w", n.StateDir, err))
+	}
+	ns.srv, err = proxy.New(proxy.Config{
+		Rules: proxy.Rules{
+			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Unknown: n.Rules.Unknown,
+			Hosts: n.Rules.Hosts, Passthrough: n.Rules.Passthrough,
+		},
+		CA: ca, Log: ns.log, Session: session,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("starting the proxy: %w", err))
+	}
+	for _, s := range []struct {
+		name  string
+		serve func(net.Listener) error
+	}{{"http.sock", ns.srv.ServeHTTP}, {"socks.sock", ns.srv.ServeSOCKS}} {
+		l, err := net.Listen("unix", filepath.Join(n.SessionDir, s.name))
+		if err != nil {
+			return fail(fmt.Errorf("starting the proxy: %w", err))
+		}
+		ns.listeners = append(ns.listeners, l)
+		go s.serve(l)
+	}
+	// Published ports: the host's loopback port relayed into the jail.
+	// Forwarded ports: a socket the jail dials, relayed to the host's port.
+	var relays []Relay
+	for _, p := range n.Publish {
+		relays = append(relays, Relay{Listen: "tcp:127.0.0.1:" + strconv.Itoa(p), Dial: fmt.Sprintf("unix:%s/pub/%d.sock", n.SessionDir, p)})
+	}
+	for _, p := range n.Forward {
+		relays = append(relays, Relay{Listen: fmt.Sprintf("unix:%s/fwd-%d.sock", n.SessionDir, p), Dial: "tcp:127.0.0.1:" + strconv.Itoa(p)})
+	}
+	ls, err := StartRelays(relays, func(r Relay, c net.Conn) {
+		method, tcp := "FORWARD", r.Dial
+		if strings.HasPrefix(r.Listen, "tcp:") {
+			method, tcp = "PUBLISH", r.Listen
+		}
+		port, _ := strconv.Atoi(tcp[strings.LastIndexByte(tcp, ':')+1:])
+		ns.log.Write(proxy.Entry{Time: time.Now(), Session: session, Method: method, Scheme: "tcp", Host: "127.0.0.1", Port: port, Rule: strings.ToLower(method) + " " + strconv.Itoa(port), Verdict: "allow"})
+	})
+	if err != nil {
+		return fail(fmt.Errorf("ports: %w", err))
+	}
+	ns.listeners = append(ns.listeners, ls...)
+	return ns, nil
+}
+
+// close stops the proxy and the relays, removes the session's sockets and
+// returns the one-line summary of what was denied ("" when nothing was).
+func (ns *netSession) close() string {
+	if ns == nil {
+		return ""
+	}
+	for _, l := range ns.listeners {
+		l.Close()
+	}
+	summary := ""
+	if ns.srv != nil {
+		summary = proxy.Summary(ns.srv.Denied())
+		ns.srv.Close()
+	}
+	if ns.log != nil {
+		ns.log.Close()
+	}
+	os.RemoveAll(ns.dir)
+	return summary
+}
+
+// ensurePrivateDir makes dir (mode 0700) or checks that an existing one is
+// a real directory owned by this user and closed to others, so that another
+// local user cannot plant sockets where jail looks for them.
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is not a private directory of yours (mode %v); remove it and try again", dir, fi.Mode())
+	}
+	return nil
+}
+
+// ensureBundle writes the CA bundle the jail trusts (the system CAs plus
+// the jail CA) when it is missing or older than either source.
+func ensureBundle(path string, caPEM []byte) error {
+	var system string
+	for _, p := range systemBundles {
+		if _, err := os.Stat(p); err == nil {
+			system = p
+			break
+		}
+	}
+	if fi, err := os.Stat(path); err == nil {
+		fresh := true
+		if system != "" {
+			if si, err := os.Stat(system); err == nil && si.ModTime().After(fi.ModTime()) {
+				fresh = false
+			}
+		}
+		if fresh {
+			if b, err := os.ReadFile(path); err == nil && bytes.HasSuffix(b, caPEM) {
+				return nil
+			}
+		}
+	}
+	var buf []byte
+	if system != "" {
+		b, err := os.ReadFile(system)
+		if err != nil {
+			return fmt.Errorf("reading the system CA bundle: %w", err)
+		}
+		buf = append(b, '\n')
+	}
+	buf = append(buf, caPEM...)
+	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, buf, 0o644); err != nil {
+		return fmt.Errorf("writing the CA bundle: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing the CA bundle: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package jail
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+)
+
+// Relay copies every connection accepted on Listen to a new connection to
+// Dial. Addresses are "tcp:HOST:PORT" or "unix:PATH". Inside the jail, init
+// runs the bridge as relays from loopback ports to the host proxy's unix
+// sockets; on the host, jail runs relays for published and forwarded ports.
+type Relay struct {
+	Listen string
+	Dial   string
+}
+
+func (r Relay) String() string { return r.Listen + " -> " + r.Dial }
+
+func splitAddr(a string) (network, addr string, err error) {
+	network, addr, ok := strings.Cut(a, ":")
+	if !ok || (network != "tcp" && network != "unix") || addr == "" {
+		return "", "", fmt.Errorf("relay address %q: want tcp:HOST:PORT or unix:PATH", a)
+	}
+	return network, addr, nil
+}
+
+// Listen opens the relay's listening side.
+func (r Relay) listen() (net.Listener, error) {
+	network, addr, err := splitAddr(r.Listen)
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("relay %s: %w", r, err)
+	}
+	return l, nil
+}
+
+// serve accepts until l is closed, joining each connection to a fresh one
+// to the Dial side. A failed dial closes the client's connection: when the
+// proxy is gone, the jail has no network.
+func (r Relay) serve(l net.Listener, onConn func(net.Conn)) {
+	network, addr, _ := splitAddr(r.Dial)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			if onConn != nil {
+				onConn(c)
+			}
+			up, err := net.Dial(network, addr)
+			if err != nil {
+				c.Close()
+				return
+			}
+			join(c, up)
+		}()
+	}
+}
+
+// join copies both ways until both directions are done, passing half-closes
+// on so that protocols that shut down writing keep working.
+func join(a, b net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	cp := func(dst, src net.Conn) {
+		defer wg.Done()
+		io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	go cp(a, b)
+	go cp(b, a)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// StartRelays listens on every relay, then serves them in the background.
+// It fails before serving anything if any listener cannot be opened.
+func StartRelays(relays []Relay, onConn func(Relay, net.Conn)) ([]net.Listener, error) {
+	var ls []net.Listener
+	for _, r := range relays {
+		l, err := r.listen()
+		if err != nil {
+			for _, o := range ls {
+				o.Close()
+			}
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	for i, r := range relays {
+		var cb func(net.Conn)
+		if onConn != nil {
+			r := r
+			cb = func(c net.Conn) { onConn(r, c) }
+		}
+		go r.serve(ls[i], cb)
+	}
+	return ls, nil
+}
