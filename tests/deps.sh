@@ -15,6 +15,7 @@ if [ "${1:-}" = "--test" ]; then
 	command -v node >/dev/null 2>&1 || need="$need nodejs"
 	command -v tmux >/dev/null 2>&1 || need="$need tmux"
 	command -v curl >/dev/null 2>&1 || need="$need curl"
+	command -v socat >/dev/null 2>&1 || need="$need socat"
 	command -v setpriv >/dev/null 2>&1 || need="$need util-linux"
 	command -v hyperfine >/dev/null 2>&1 || need="$need hyperfine"
 fi

@@ -133,7 +133,7 @@ func TestHomeIsThrowaway(t *testing.T) {
 		hostUnchanged(t, s.Home+"/notes.txt", notes)
 		hostUnchanged(t, s.Home+"/.bashrc", bashrc)
 		hostAbsent(t, s.Home+"/new")
-		hostAbsent(t, s.Home+"/.config")
+		hostAbsent(t, s.Home+"/.config/tool") // jail itself keeps its CA in ~/.config/jail
 		hostAbsent(t, s.Home+"/.profile")
 		hostAbsent(t, s.Home+"/.ssh/authorized_keys")
 	})
