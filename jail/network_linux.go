@@ -38,7 +38,11 @@ func startNetwork(n *NetPlan, session string) (*netSession, error) {
 	if err := ensurePrivateDir(filepath.Dir(n.SessionDir)); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(n.SessionDir, "pub"), 0o700); err != nil {
+	dir := n.SessionDir
+	if len(n.Publish) > 0 {
+		dir = filepath.Join(n.SessionDir, "pub")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the session directory: %w", err)
 	}
 	ns := &netSession{dir: n.SessionDir}
@@ -46,8 +50,12 @@ func startNetwork(n *NetPlan, session string) (*netSession, error) {
 		ns.close()
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(n.SessionDir, "resolv.conf"), []byte("# jail: no resolver here; names are resolved by the proxy\nnameserver 127.0.0.1\noptions attempts:1 timeout:1\n"), 0o644); err != nil {
-		return fail(fmt.Errorf("writing resolv.conf: %w", err))
+	if rc := ResolvConf(n.SessionDir); !fileExists(rc) {
+		tmp := rc + ".tmp" + strconv.Itoa(os.Getpid())
+		if err := os.WriteFile(tmp, []byte("# jail: no resolver here; names are resolved by the proxy\nnameserver 127.0.0.1\noptions attempts:1 timeout:1\n"), 0o644); err != nil {
+			return fail(fmt.Errorf("writing resolv.conf: %w", err))
+		}
+		os.Rename(tmp, rc)
 	}
 	ca, err := proxy.LoadOrCreateCA(n.CADir)
 	if err != nil {
@@ -184,4 +192,9 @@ func ensureBundle(path string, caPEM []byte) error {
 		return fmt.Errorf("writing the CA bundle: %w", err)
 	}
 	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

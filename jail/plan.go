@@ -26,7 +26,7 @@ const (
 // NetPlan is the network side of a plan: the host proxy's policy and where
 // its sockets live, and the relays init runs inside the jail.
 type NetPlan struct {
-	SessionDir string // host: http.sock, socks.sock, resolv.conf, pub/
+	SessionDir string // host: http.sock, socks.sock, pub/
 	CADir      string // host: the per-user CA
 	StateDir   string // host: the decision log
 	Bundle     string // host: system CAs + the jail CA
@@ -602,6 +602,12 @@ var caVars = []string{
 	"npm_config_cafile", "BUNDLE_SSL_CA_CERT", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
 }
 
+// ResolvConf is the resolv.conf bound over the jail's, shared by every
+// session of the user (it sits beside the session directories).
+func ResolvConf(sessionDir string) string {
+	return filepath.Join(filepath.Dir(sessionDir), "resolv.conf")
+}
+
 // planNetwork wires the jail to the host proxy: the proxy's sockets and the
 // CA bundle bound in, a resolver that resolves nothing, the bridge relays
 // from loopback ports to the sockets, and the variables that point
@@ -615,12 +621,16 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 	n.Registries = pol.Registries
 	ops := []Op{
 		{Kind: "ro-bind", Src: f.SessionDir, Dest: NetDir, Why: "proxy sockets"},
-		{Kind: "bind", Src: filepath.Join(f.SessionDir, "pub"), Dest: PubDir, Why: "published ports"},
 		{Kind: "ro-bind", Src: f.Bundle, Dest: CABundlePath, Why: "system CAs + jail CA"},
 	}
 	if in := f.info("/etc/resolv.conf"); in.Exists && in.Link == "" {
-		// A symlink (systemd-resolved) already dangles inside: /run is hidden.
-		ops = append(ops, Op{Kind: "ro-bind", Src: filepath.Join(f.SessionDir, "resolv.conf"), Dest: "/etc/resolv.conf", Why: "no resolver: names resolve at the proxy"})
+		// The namespace has no route to the host's name servers anyway;
+		// this says so and names none. (A symlink, as with
+		// systemd-resolved, already dangles inside: /run is hidden.)
+		ops = append(ops, Op{Kind: "ro-bind", Src: ResolvConf(f.SessionDir), Dest: "/etc/resolv.conf", Why: "no resolver: names resolve at the proxy"})
+	}
+	if len(pol.Publish) > 0 {
+		ops = append(ops, Op{Kind: "bind", Src: filepath.Join(f.SessionDir, "pub"), Dest: PubDir, Why: "published ports"})
 	}
 	n.Relays = []Relay{
 		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", HTTPPort), Dial: "unix:" + NetDir + "/http.sock"},

@@ -53,6 +53,7 @@ func fakeFacts(extra map[string]PathInfo, matches map[string][]string) *Facts {
 		StateDir: "/home/u/.local/state/jail", Bundle: "/home/u/.config/jail/ca/bundle.pem",
 	}
 	f.Paths["/etc/resolv.conf"] = PathInfo{Exists: true}
+
 	f.Paths["/home/u/proj/jail.json"] = PathInfo{Exists: true}
 	f.Paths["/etc/ssh/ssh_host_ed25519_key"] = PathInfo{Exists: true}
 	for k, v := range extra {
