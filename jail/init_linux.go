@@ -37,6 +37,7 @@ type InitSpec struct {
 	Seccomp   []byte // compiled BPF program, 8 bytes per instruction
 	Ignore    []int  // signals that were ignored when jail started
 	Relays    []Relay
+	WaitProxy bool // read a 0 byte on the control pipe before starting the command
 }
 
 // initStatus is init's report to the host.
@@ -80,11 +81,27 @@ func InitMain() {
 		fail(125, err)
 	}
 
+	// Signal handlers and the bridge's listeners are set up while Landlock
+	// and seccomp are applied; both must be ready before the fork. The
+	// handlers matter to the command too: signals init catches are reset
+	// to default at its exec, while those bubblewrap left ignored would
+	// stay ignored.
 	sigs := make(chan os.Signal, 32)
-	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
-	for _, s := range spec.Ignore {
-		signal.Ignore(syscall.Signal(s))
-	}
+	sigReady := make(chan struct{})
+	go func() {
+		signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+		for _, s := range spec.Ignore {
+			signal.Ignore(syscall.Signal(s))
+		}
+		close(sigReady)
+	}()
+	// The bridge: loopback ports relayed to the host proxy's sockets,
+	// listening before the command starts so its first request finds it.
+	relayErr := make(chan error, 1)
+	go func() {
+		_, err := StartRelays(spec.Relays, nil)
+		relayErr <- err
+	}()
 
 	if spec.LandlockV > 0 {
 		if err := applyLandlock(spec.LandlockV, spec.Landlock); err != nil {
@@ -103,10 +120,18 @@ func InitMain() {
 		fail(125, fmt.Errorf("setting no_new_privs: %w", err))
 	}
 
-	// The bridge: loopback ports relayed to the host proxy's sockets,
-	// listening before the command starts so its first request finds it.
-	if _, err := StartRelays(spec.Relays, nil); err != nil {
+	if err := <-relayErr; err != nil {
 		fail(125, fmt.Errorf("init: starting the network bridge: %w", err))
+	}
+	<-sigReady
+	controlPipe := os.NewFile(fdControl, "control")
+	if spec.WaitProxy {
+		// The host starts its proxy while bubblewrap builds the jail and
+		// says 0 when it serves; no command runs without it.
+		b := make([]byte, 1)
+		if _, err := controlPipe.Read(b); err != nil || b[0] != 0 {
+			fail(125, errors.New("the proxy did not start"))
+		}
 	}
 
 	path, code, err := lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)
@@ -129,10 +154,9 @@ func InitMain() {
 
 	control := make(chan syscall.Signal, 8)
 	go func() {
-		f := os.NewFile(fdControl, "control")
 		b := make([]byte, 1)
 		for {
-			if _, err := f.Read(b); err != nil {
+			if _, err := controlPipe.Read(b); err != nil {
 				control <- syscall.SIGKILL // the host is gone: so is the jail
 				return
 			}

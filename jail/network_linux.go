@@ -1,7 +1,6 @@
 package jail
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 // session's sockets and the relays of published and forwarded ports.
 type netSession struct {
 	dir       string
+	ca        *proxy.CA
 	srv       *proxy.Server
 	log       *proxy.Log
 	listeners []net.Listener
@@ -31,10 +31,10 @@ var systemBundles = []string{
 	"/etc/ssl/cert.pem",                  // Alpine
 }
 
-// startNetwork starts the proxy for a plan before the jail exists. Any
-// failure here is jail's own (exit 125): the command never runs without
-// the proxy it was promised, and never with a fallback route.
-func startNetwork(n *NetPlan, session string) (*netSession, error) {
+// prepareNetwork makes what bubblewrap binds into the jail: the session
+// directory, the shared resolv.conf and the CA bundle. The proxy itself
+// starts later (serve), while bubblewrap builds the jail.
+func prepareNetwork(n *NetPlan) (*netSession, error) {
 	if err := ensurePrivateDir(filepath.Dir(n.SessionDir)); err != nil {
 		return nil, err
 	}
@@ -46,36 +46,50 @@ func startNetwork(n *NetPlan, session string) (*netSession, error) {
 		return nil, fmt.Errorf("creating the session directory: %w", err)
 	}
 	ns := &netSession{dir: n.SessionDir}
-	fail := func(err error) (*netSession, error) {
-		ns.close()
-		return nil, err
-	}
 	if rc := ResolvConf(n.SessionDir); !fileExists(rc) {
 		tmp := rc + ".tmp" + strconv.Itoa(os.Getpid())
 		if err := os.WriteFile(tmp, []byte("# jail: no resolver here; names are resolved by the proxy\nnameserver 127.0.0.1\noptions attempts:1 timeout:1\n"), 0o644); err != nil {
-			return fail(fmt.Errorf("writing resolv.conf: %w", err))
+			ns.close()
+			return nil, fmt.Errorf("writing resolv.conf: %w", err)
 		}
 		os.Rename(tmp, rc)
 	}
-	ca, err := proxy.LoadOrCreateCA(n.CADir)
-	if err != nil {
-		return fail(fmt.Errorf("loading the jail CA in %s: %w", n.CADir, err))
+	if !fileExists(filepath.Join(n.CADir, "ca.pem")) {
+		ca, err := proxy.LoadOrCreateCA(n.CADir) // the first run makes the CA
+		if err != nil {
+			ns.close()
+			return nil, fmt.Errorf("creating the jail CA in %s: %w", n.CADir, err)
+		}
+		ns.ca = ca
 	}
-	if err := ensureBundle(n.Bundle, ca.CertPEM); err != nil {
-		return fail(err)
+	if err := ensureBundle(n.Bundle, filepath.Join(n.CADir, "ca.pem")); err != nil {
+		ns.close()
+		return nil, err
+	}
+	return ns, nil
+}
+
+// serve starts the proxy on the session's sockets and the relays of
+// published and forwarded ports.
+func (ns *netSession) serve(n *NetPlan, session string) error {
+	var err error
+	if ns.ca == nil {
+		if ns.ca, err = proxy.LoadOrCreateCA(n.CADir); err != nil {
+			return fmt.Errorf("loading the jail CA in %s: %w", n.CADir, err)
+		}
 	}
 	if ns.log, err = proxy.OpenLog(n.StateDir); err != nil {
-		return fail(fmt.Errorf("opening the decision log in %s: %w", n.StateDir, err))
+		return fmt.Errorf("opening the decision log in %s: %w", n.StateDir, err)
 	}
 	ns.srv, err = proxy.New(proxy.Config{
 		Rules: proxy.Rules{
 			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Unknown: n.Rules.Unknown,
 			Hosts: n.Rules.Hosts, Passthrough: n.Rules.Passthrough,
 		},
-		CA: ca, Log: ns.log, Session: session,
+		CA: ns.ca, Log: ns.log, Session: session,
 	})
 	if err != nil {
-		return fail(fmt.Errorf("starting the proxy: %w", err))
+		return fmt.Errorf("starting the proxy: %w", err)
 	}
 	for _, s := range []struct {
 		name  string
@@ -83,7 +97,7 @@ func startNetwork(n *NetPlan, session string) (*netSession, error) {
 	}{{"http.sock", ns.srv.ServeHTTP}, {"socks.sock", ns.srv.ServeSOCKS}} {
 		l, err := net.Listen("unix", filepath.Join(n.SessionDir, s.name))
 		if err != nil {
-			return fail(fmt.Errorf("starting the proxy: %w", err))
+			return fmt.Errorf("starting the proxy: %w", err)
 		}
 		ns.listeners = append(ns.listeners, l)
 		go s.serve(l)
@@ -106,10 +120,10 @@ func startNetwork(n *NetPlan, session string) (*netSession, error) {
 		ns.log.Write(proxy.Entry{Time: time.Now(), Session: session, Method: method, Scheme: "tcp", Host: "127.0.0.1", Port: port, Rule: strings.ToLower(method) + " " + strconv.Itoa(port), Verdict: "allow"})
 	})
 	if err != nil {
-		return fail(fmt.Errorf("ports: %w", err))
+		return fmt.Errorf("ports: %w", err)
 	}
 	ns.listeners = append(ns.listeners, ls...)
-	return ns, nil
+	return nil
 }
 
 // close stops the proxy and the relays, removes the session's sockets and
@@ -152,8 +166,9 @@ func ensurePrivateDir(dir string) error {
 }
 
 // ensureBundle writes the CA bundle the jail trusts (the system CAs plus
-// the jail CA) when it is missing or older than either source.
-func ensureBundle(path string, caPEM []byte) error {
+// the jail CA) when it is missing or older than either source. Checking
+// costs three stats on the common path.
+func ensureBundle(path, caPath string) error {
 	var system string
 	for _, p := range systemBundles {
 		if _, err := os.Stat(p); err == nil {
@@ -161,18 +176,20 @@ func ensureBundle(path string, caPEM []byte) error {
 			break
 		}
 	}
-	if fi, err := os.Stat(path); err == nil {
+	if bi, err := os.Stat(path); err == nil {
 		fresh := true
-		if system != "" {
-			if si, err := os.Stat(system); err == nil && si.ModTime().After(fi.ModTime()) {
+		for _, src := range []string{system, caPath} {
+			if si, err := os.Stat(src); src != "" && err == nil && si.ModTime().After(bi.ModTime()) {
 				fresh = false
 			}
 		}
 		if fresh {
-			if b, err := os.ReadFile(path); err == nil && bytes.HasSuffix(b, caPEM) {
-				return nil
-			}
+			return nil
 		}
+	}
+	caPEM, err := os.ReadFile(caPath)
+	if err != nil {
+		return fmt.Errorf("reading the jail CA: %w", err)
 	}
 	var buf []byte
 	if system != "" {

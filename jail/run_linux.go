@@ -67,10 +67,10 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	}
 	var ns *netSession
 	if plan.Net != nil {
-		if ns, err = startNetwork(plan.Net, plan.Session); err != nil {
+		if ns, err = prepareNetwork(plan.Net); err != nil {
 			return 125, &ExitError{125, err}
 		}
-		spec.Relays = plan.Net.Relays
+		spec.Relays, spec.WaitProxy = plan.Net.Relays, true
 	}
 	defer func() {
 		if summary := ns.close(); summary != "" {
@@ -140,15 +140,39 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var waitErr error
+	// The proxy starts while bubblewrap builds the jail; init waits for
+	// its 0 byte before starting the command, and gets EOF if it failed.
+	netReady := make(chan error, 1)
+	if ns != nil {
+		go func() { netReady <- ns.serve(plan.Net, plan.Session) }()
+	} else {
+		netReady <- nil
+	}
+	var netErr, waitErr error
+	var pending []byte // signals that arrive before the proxy is up
+	started := false
 loop:
 	for {
 		select {
+		case netErr = <-netReady:
+			if netErr != nil {
+				controlW.Close()
+				continue
+			}
+			if ns != nil {
+				controlW.Write([]byte{0})
+			}
+			controlW.Write(pending)
+			started, netReady = true, nil
 		case s := <-sigs:
 			if _, fg := foregroundTTY(); fg && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
 				continue // the terminal delivered it to the command already
 			}
-			controlW.Write([]byte{byte(s.(syscall.Signal))})
+			if b := byte(s.(syscall.Signal)); started {
+				controlW.Write([]byte{b})
+			} else {
+				pending = append(pending, b)
+			}
 		case waitErr = <-done:
 			break loop
 		}
@@ -158,6 +182,9 @@ loop:
 	statusR.Close()
 	errR.Close()
 
+	if netErr != nil {
+		return 125, &ExitError{125, netErr}
+	}
 	if st.Error != "" {
 		return st.Code, &ExitError{st.Code, errors.New(st.Error)}
 	}
