@@ -20,6 +20,21 @@
 // first) is relayed raw to the checked address and logged once, with its
 // byte counts, when it ends.
 //
+// Secrets (Config.Secrets) reach the jail as placeholders. In every
+// request the proxy reads (plain HTTP, and each request in an
+// intercepted tunnel) a placeholder is replaced by its value in the
+// header fields (a Basic credential too), the URL and textual bodies,
+// only when the decided host is bound to that secret; anywhere else the
+// request is refused with 403 before anything is sent and logged as an
+// "exfiltration attempt". Textual request bodies up to 4 MiB are read
+// whole first; a larger chunked one is rewritten as it streams, a larger
+// one with a Content-Length is refused (413) if it carries a placeholder;
+// other bodies are streamed and only checked. A placeholder in the
+// client's bytes of a raw tunnel cuts it. Every response, from any host,
+// has the values replaced by their placeholders in its header fields and
+// textual bodies (gzip decoded for that). A request without
+// "jail-secret-" in it is forwarded unchanged.
+//
 // The proxy speaks HTTP/1.1 to clients (inside an intercepted tunnel too:
 // ALPN offers only http/1.1) and HTTP/1.1 or HTTP/2 to upstream servers.
 package proxy

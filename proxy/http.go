@@ -237,6 +237,16 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	}
 	e.Host, e.Rule = t.host, t.rule
 
+	// Placeholders in the header fields and the URL are replaced (or the
+	// request refused) before the client is told to send its body.
+	var inj *injection
+	if s.secrets != nil {
+		inj = s.secrets.begin(t.norm, t.port)
+		if !inj.request(req) {
+			return s.refuseSecret(bw, e, inj.refused(), t.host)
+		}
+	}
+
 	// The decision has been made: tell a client that waits before sending
 	// its body to go ahead, and let the upstream server see no Expect.
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ProtoAtLeast(1, 1) {
@@ -270,23 +280,58 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		out.Body = nil
 	} else {
 		out.Body = body
+		if inj != nil {
+			ok, err := inj.body(out, body)
+			if err != nil {
+				e.Verdict, e.Reason = verdictError, "reading the request body: "+err.Error()
+				s.record(e)
+				return false
+			}
+			if !ok {
+				return s.refuseSecret(bw, e, inj.refused(), t.host)
+			}
+		}
+	}
+	if inj != nil && len(inj.names()) > 0 {
+		// A response to a request that carries a value must be readable
+		// to be redacted.
+		limitEncoding(out.Header)
 	}
 
 	resp, err := s.transport.RoundTrip(out)
+	if inj != nil {
+		// A placeholder found while the body streamed cut the request.
+		if r := inj.refused(); r != nil {
+			if err == nil {
+				resp.Body.Close()
+			}
+			return s.refuseSecret(bw, e, r, t.host)
+		}
+	}
 	if err != nil {
-		e.Verdict, e.Reason = verdictError, "upstream: "+err.Error()
+		msg := s.secrets.redactString(err.Error()) // never a value in a message
+		e.Verdict, e.Reason = verdictError, "upstream: "+msg
 		s.record(e)
-		writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: upstream: %v\n", host, err))
+		writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: upstream: %s\n", host, msg))
 		return false
 	}
 	e.Verdict, e.Status = verdictAllow, resp.StatusCode
+	s.secrets.redactHeader(resp.Header)
 
 	if resp.StatusCode == http.StatusSwitchingProtocols && upgrade != "" {
+		if inj != nil {
+			e.Injected = inj.names()
+		}
 		return s.upgraded(cl, resp, e)
 	}
 	removeHopByHop(resp.Header)
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
 	resp.Close = req.Close
+	var redacting *endTracker // the upstream body, when it streams through a redactor
+	buffered := false         // the body is in memory
+	if s.secrets != nil && bodyAllowed(req.Method, resp.StatusCode) {
+		redacting, buffered = s.secrets.redactBody(resp)
+	}
 	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
 		if req.ProtoAtLeast(1, 1) {
 			resp.TransferEncoding = []string{"chunked"}
@@ -295,7 +340,10 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 	}
 	down := &flushingBody{rc: resp.Body, w: bw}
-	if upConn != nil && resp.ProtoMajor == 1 {
+	switch {
+	case buffered:
+		down.ready = func() bool { return true }
+	case upConn != nil && resp.ProtoMajor == 1:
 		// Over HTTP/1 the body is the next bytes on the connection: the
 		// next read does not wait when they are buffered already (with
 		// TLS, a whole record of the largest size).
@@ -304,6 +352,14 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			need = maxTLSRecord
 		}
 		down.ready = func() bool { return upConn.r.Buffered() >= need }
+		if redacting != nil {
+			// Once the redactor has read the end, the connection is the
+			// transport's again.
+			down.ready = func() bool { return redacting.ended || upConn.r.Buffered() >= need }
+		}
+	}
+	if s.secrets != nil && s.secrets.vals != nil && resp.Trailer != nil {
+		down.end = func() { s.secrets.redactHeader(resp.Trailer) }
 	}
 	resp.Body = down
 	err = resp.Write(writerOnly{bw})
@@ -321,10 +377,51 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		keep = keep && err == nil && !resp.Close
 	}
 	if err != nil {
-		e.Reason = "copying the response: " + err.Error()
+		e.Reason = "copying the response: " + s.secrets.redactString(err.Error())
+	}
+	if inj != nil {
+		if r := inj.refused(); r != nil {
+			// Found in a body that streamed on after the response began.
+			e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+r.s.name, r.reason(t.host)
+			keep = false
+		} else {
+			e.Injected = inj.names()
+		}
 	}
 	s.record(e)
 	return keep
+}
+
+// refuseSecret answers and logs a request refused because of a secret.
+func (s *Server) refuseSecret(bw *bufio.Writer, e Entry, r *secretRefusal, hostName string) bool {
+	e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+r.s.name, r.reason(hostName)
+	s.record(e)
+	writeText(bw, r.status, r.message(hostName))
+	return false
+}
+
+// limitEncoding keeps only the content codings that the proxy can
+// decode to redact a response (gzip), so that an upstream cannot echo a
+// value compressed beyond its reach.
+func limitEncoding(h http.Header) {
+	vs := h.Values("Accept-Encoding")
+	if len(vs) == 0 {
+		return
+	}
+	var keep []string
+	for _, f := range strings.Split(strings.Join(vs, ","), ",") {
+		f = strings.TrimSpace(f)
+		name, _, _ := strings.Cut(f, ";")
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "gzip", "x-gzip", "identity":
+			keep = append(keep, f)
+		}
+	}
+	if len(keep) == 0 {
+		h.Del("Accept-Encoding")
+		return
+	}
+	h.Set("Accept-Encoding", strings.Join(keep, ", "))
 }
 
 func bodyAllowed(method string, status int) bool {
@@ -377,14 +474,19 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 		return false
 	}
 	done := make(chan int64, 1)
+	var found *secret
 	go func() {
-		n, _ := io.Copy(rw, cl.br)
+		n, _ := io.Copy(rw, s.secrets.scanStream(cl.br, &found))
 		rw.Close()
 		done <- n
 	}()
 	e.BytesDown, _ = io.Copy(cl.raw, rw)
 	cl.conn.Close()
 	e.BytesUp = <-done
+	if found != nil {
+		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.name, s.secrets.streamReason(found, "an upgraded connection", e.Host, e.Port)
+		e.DurationMS = float64(time.Since(e.Time).Microseconds()) / 1000
+	}
 	s.record(e)
 	return false
 }
@@ -442,6 +544,7 @@ type flushingBody struct {
 	w     *bufio.Writer
 	n     int64
 	ready func() bool // whether the next read returns without waiting
+	end   func()      // called once the body has ended, before trailers are written
 	err   error
 }
 
@@ -459,6 +562,10 @@ func (b *flushingBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
 	b.err = err
+	if err != nil && b.end != nil {
+		b.end()
+		b.end = nil
+	}
 	return n, err
 }
 
@@ -582,7 +689,12 @@ func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, e Entry) {
 		return
 	}
 	defer s.untrack(up)
-	e.BytesUp, e.BytesDown = relay(c, br, up)
+	var found *secret
+	e.BytesUp, e.BytesDown = relay(c, s.secrets.scanStream(br, &found), up)
+	if found != nil {
+		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.name, s.secrets.streamReason(found, "a raw tunnel", e.Host, e.Port)
+		e.DurationMS = float64(time.Since(e.Time).Microseconds()) / 1000
+	}
 	s.record(e)
 }
 

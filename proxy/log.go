@@ -30,6 +30,9 @@ type Entry struct {
 	Rule    string    `json:"rule,omitempty"`
 	Verdict string    `json:"verdict"` // "allow", "deny" or "error"
 	Reason  string    `json:"reason,omitempty"`
+	// Injected names the secrets whose values replaced their placeholders
+	// in this request.
+	Injected []string `json:"injected,omitempty"`
 	// BytesUp and BytesDown count request and response bodies for HTTP
 	// requests and every byte for tunnels.
 	BytesUp    int64   `json:"bytesUp"`

@@ -33,6 +33,11 @@ type Config struct {
 	// Upstream verifies the servers of intercepted connections; nil uses
 	// the host's trust (Go's system pool honours SSL_CERT_FILE).
 	Upstream *tls.Config
+	// Secrets are injected into the requests the proxy reads (plain HTTP
+	// and intercepted TLS) to their bound hosts, refused toward any other
+	// host and in raw tunnels, and redacted from every response. See
+	// Secret.
+	Secrets []Secret
 }
 
 // Server is one session's proxy. It serves any number of listeners (unix
@@ -48,6 +53,7 @@ type Server struct {
 	transport *http.Transport
 	mitm      *tls.Config // cloned per intercepted connection
 	leafKey   *ecdsa.PrivateKey
+	secrets   *secrets // nil without secrets
 
 	// sniff is how long a CONNECT tunnel waits for the client's first
 	// byte before assuming a protocol in which the server speaks first
@@ -79,6 +85,10 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Rules.Validate(); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	sec, err := newSecrets(cfg.Secrets)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: generating leaf key: %w", err)
@@ -91,6 +101,7 @@ func New(cfg Config) (*Server, error) {
 		session:   cfg.Session,
 		resolve:   cfg.Resolver,
 		leafKey:   leafKey,
+		secrets:   sec,
 		sniff:     300 * time.Millisecond,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
