@@ -2,6 +2,7 @@ package jail
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -71,7 +72,7 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 
 // serve starts the proxy on the session's sockets and the relays of
 // published and forwarded ports.
-func (ns *netSession) serve(n *NetPlan, session string) error {
+func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret) error {
 	var err error
 	if ns.ca == nil {
 		if ns.ca, err = proxy.LoadOrCreateCA(n.CADir); err != nil {
@@ -86,7 +87,7 @@ func (ns *netSession) serve(n *NetPlan, session string) error {
 			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Unknown: n.Rules.Unknown,
 			Hosts: n.Rules.Hosts, Passthrough: n.Rules.Passthrough,
 		},
-		CA: ns.ca, Log: ns.log, Session: session,
+		CA: ns.ca, Log: ns.log, Session: session, Secrets: secrets,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the proxy: %w", err)
@@ -214,4 +215,86 @@ func ensureBundle(path, caPath string) error {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// maxEnvFile bounds the .env files jail rewrites; a larger one is shown
+// inside as empty rather than risk passing a secret through.
+const maxEnvFile = 1 << 20
+
+// prepareSecrets writes the masked copies of the plan's .env files and
+// returns every secret the proxy may inject: the environment's (read here,
+// in the host process, never in the plan) and the .env files'.
+func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, error) {
+	hostsFor := func(name string) []string {
+		if h, ok := plan.SecretEnv[name]; ok {
+			return h
+		}
+		return providerHosts[name]
+	}
+	var secrets []proxy.Secret
+	envValue := map[string]string{}
+	for _, b := range plan.Secrets {
+		v := hostEnv(b.Name)
+		envValue[b.Name] = v
+		if v != "" {
+			secrets = append(secrets, proxy.Secret{Name: b.Name, Placeholder: Placeholder(b.Name, plan.SecretSuffix), Value: v, Hosts: b.Hosts})
+		}
+	}
+	if len(plan.EnvFiles) == 0 {
+		return secrets, nil
+	}
+	dir := filepath.Dir(plan.EnvFiles[0].Copy)
+	if err := ensurePrivateDir(filepath.Dir(dir)); err != nil {
+		return nil, err
+	}
+	if err := ensurePrivateDir(dir); err != nil {
+		return nil, err
+	}
+	forced := map[string]bool{}
+	for n := range plan.SecretEnv {
+		forced[n] = true
+	}
+	for i, ef := range plan.EnvFiles {
+		content, err := readBounded(ef.Path, maxEnvFile)
+		if err != nil {
+			content = nil // unreadable or too large: shown empty
+		}
+		masked, found := MaskEnvFile(content, forced, func(name, value string) string {
+			ph := Placeholder(name, plan.SecretSuffix)
+			if ev, ok := envValue[name]; ok && ev != value {
+				ph += fmt.Sprintf("-f%d", i) // same name, another value than the environment's
+			}
+			return ph
+		})
+		for _, fv := range found {
+			ph := Placeholder(fv.Name, plan.SecretSuffix)
+			if ev, ok := envValue[fv.Name]; ok && ev != fv.Value {
+				ph += fmt.Sprintf("-f%d", i)
+			} else if ok {
+				continue // already a secret from the environment
+			}
+			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: ph, Value: fv.Value, Hosts: hostsFor(fv.Name)})
+		}
+		if err := os.WriteFile(ef.Copy, masked, 0o600); err != nil {
+			return nil, fmt.Errorf("writing the masked copy of %s: %w", ef.Path, err)
+		}
+	}
+	return secrets, nil
+}
+
+// readBounded reads a file of at most max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
 }

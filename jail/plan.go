@@ -129,6 +129,7 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	for _, p := range projectProtected {
 		add(filepath.Join(pol.ProjectRoot, p))
 	}
+	add(secretFiles(pol)...)
 	add(pol.AllowRead...)
 	add(pol.AllowWrite...)
 	add(pol.DenyRead...)
@@ -193,6 +194,13 @@ type Plan struct {
 	Env        EnvPlan
 	Net        *NetPlan // nil: loopback only, no proxy (--no-network)
 
+	// Secrets: the variables that became placeholders and where each may
+	// be injected; EnvFiles are .env files shown inside as masked copies.
+	SecretSuffix string
+	Secrets      []SecretBinding
+	SecretEnv    map[string][]string // secrets.env bindings, for names found in .env files
+	EnvFiles     []EnvFile
+
 	// Missing lists protected paths that did not exist at start inside a
 	// writable tree; jail checks them after the command exits.
 	Missing []string
@@ -202,6 +210,12 @@ type Plan struct {
 	Existing   []string
 	Warnings   []string
 	GaveUp     []string // protections dropped under --best-effort
+}
+
+// EnvFile is a .env file the jail sees as a masked copy.
+type EnvFile struct {
+	Path string // host path, and where the copy is bound inside
+	Copy string // host path of the masked copy, written before the jail starts
 }
 
 // ErrUnsupported marks a protection the machine lacks.
@@ -468,6 +482,33 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.Warnings = append(p.Warnings, "command rules are not enforced by this build yet: "+strings.Join(pol.Command.Deny, ", "))
 	}
 	p.Env = PlanEnv(f.Env, pol, f.SecretSuffix, f.Session, jailVars)
+	p.SecretSuffix = f.SecretSuffix
+	p.SecretEnv = pol.Secrets.Env
+	p.Secrets = Bindings(p.Env.Placeholders, pol)
+
+	// .env files: a masked copy bound read-only over each visible one that
+	// denyRead does not already hide entirely.
+	var envFiles []string
+	for _, pat := range secretFiles(pol) {
+		if HasMeta(pat) {
+			envFiles = append(envFiles, f.Matches[pat]...)
+		} else {
+			envFiles = append(envFiles, pat)
+		}
+	}
+	sort.Strings(envFiles)
+	for _, ef := range union(nil, envFiles) {
+		in := f.info(ef)
+		if !in.Exists || in.Dir || in.Link != "" || in.Unreadable || maskSet[ef] || coveredBy(ef, maskSet) {
+			continue
+		}
+		if _, ok := cover(ef); !ok {
+			continue
+		}
+		cp := filepath.Join(f.SessionDir, fmt.Sprintf("env-%d", len(p.EnvFiles)))
+		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: ef, Copy: cp})
+		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: ef, Why: "secrets masked"})
+	}
 	return p, nil
 }
 
@@ -552,6 +593,19 @@ func (p *Plan) String() string {
 	b.WriteString("\nenvironment\n")
 	fmt.Fprintf(&b, "  placeholders: %s\n", orNone(p.Env.Placeholders))
 	fmt.Fprintf(&b, "  dropped:      %s\n", orNone(p.Env.Dropped))
+	if len(p.Secrets) > 0 || len(p.EnvFiles) > 0 {
+		b.WriteString("\nsecrets (placeholders inside; the proxy injects real values only toward these hosts)\n")
+		for _, s := range p.Secrets {
+			where := strings.Join(s.Hosts, " ")
+			if where == "" {
+				where = `nowhere (bind it with "secrets": {"env": {"` + s.Name + `": ["HOST"]}})`
+			}
+			fmt.Fprintf(&b, "  %-24s -> %s\n", s.Name, where)
+		}
+		for _, e := range p.EnvFiles {
+			fmt.Fprintf(&b, "  file %s: secret values masked (bound by name as above, or by secrets.env)\n", e.Path)
+		}
+	}
 	if len(p.GaveUp) > 0 {
 		b.WriteString("\nbest effort: gave up\n")
 		for _, g := range p.GaveUp {
@@ -654,4 +708,17 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 		vars[k] = CABundlePath
 	}
 	return n, ops, vars
+}
+
+// secretFiles are the absolute glob patterns of files whose secret values
+// are masked: secrets.files, or .env and .env.* anywhere in the project.
+func secretFiles(pol *Policy) []string {
+	if len(pol.Secrets.Files) > 0 {
+		return pol.Secrets.Files
+	}
+	var out []string
+	for _, p := range defaultSecretFiles {
+		out = append(out, filepath.Join(pol.ProjectRoot, p))
+	}
+	return out
 }

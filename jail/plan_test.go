@@ -121,6 +121,24 @@ func TestPlanGolden(t *testing.T) {
 			},
 		},
 		{
+			// Secrets: env placeholders bound by provider and by config,
+			// .env files masked unless denyRead hides them whole.
+			name: "secrets",
+			pol: Policy{
+				ProjectRoot: "/home/u/proj",
+				DenyRead:    []string{"/home/u/proj/.env.prod"},
+				Secrets:     SecretsConfig{Env: map[string][]string{"MY_SERVICE_TOKEN": {"api.service.test"}}},
+			},
+			extra: map[string]PathInfo{
+				"/home/u/proj/.env": {Exists: true}, "/home/u/proj/.env.prod": {Exists: true},
+				"/home/u/proj/sub/.env.local": {Exists: true},
+			},
+			matches: map[string][]string{
+				"/home/u/proj/**/.env":   {"/home/u/proj/.env"},
+				"/home/u/proj/**/.env.*": {"/home/u/proj/.env.prod", "/home/u/proj/sub/.env.local"},
+			},
+		},
+		{
 			name: "writable-home",
 			pol:  Policy{ProjectRoot: "/home/u/proj", AllowWrite: []string{"/home/u"}},
 		},

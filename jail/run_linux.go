@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +65,15 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 		if signal.Ignored(s) {
 			spec.Ignore = append(spec.Ignore, int(s))
 		}
+	}
+	// Masked .env copies must exist before bubblewrap binds them; secret
+	// values go to the proxy only, never into the jail.
+	secrets, err := prepareSecrets(plan, os.Getenv)
+	if err != nil {
+		return 125, &ExitError{125, err}
+	}
+	if plan.Net == nil && len(plan.EnvFiles) > 0 {
+		defer os.RemoveAll(filepath.Dir(plan.EnvFiles[0].Copy))
 	}
 	var ns *netSession
 	if plan.Net != nil {
@@ -144,7 +154,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	// its 0 byte before starting the command, and gets EOF if it failed.
 	netReady := make(chan error, 1)
 	if ns != nil {
-		go func() { netReady <- ns.serve(plan.Net, plan.Session) }()
+		go func() { netReady <- ns.serve(plan.Net, plan.Session, secrets) }()
 	} else {
 		netReady <- nil
 	}
