@@ -38,10 +38,11 @@ e2e: test-deps
 	$(GO) test -count=1 -v ./tests/
 
 # Start-up against a bare bwrap (ratio), and HTTPS through interception
-# against direct (added latency per keep-alive request, bulk throughput).
+# against direct (added latency per keep-alive request, bulk throughput),
+# and requests with secret injection against plain interception.
 bench: build test-deps
 	$(GO) test -run '^$$' -bench Startup -benchtime 40x -count 3 ./tests/
-	$(GO) test -run '^$$' -bench Intercept -benchtime 1x -count 3 ./proxy/
+	$(GO) test -run '^$$' -bench 'Intercept|Inject' -benchtime 1x -count 3 ./proxy/
 
 # A real run: the jail around git and a look for your SSH keys.
 demo: build
