@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/signal"
@@ -26,19 +27,6 @@ const (
 	fdStderr  = 6 // the caller's stderr, for the command
 	fdArgs    = 7 // read by bubblewrap: its arguments, NUL-separated
 )
-
-// InitSpec is what init needs to finish the jail and start the command.
-type InitSpec struct {
-	Argv      []string
-	Env       []string
-	Dir       string
-	LandlockV int
-	Landlock  []LandlockRule
-	Seccomp   []byte // compiled BPF program, 8 bytes per instruction
-	Ignore    []int  // signals that were ignored when jail started
-	Relays    []Relay
-	WaitProxy bool // read a 0 byte on the control pipe before starting the command
-}
 
 // initStatus is init's report to the host.
 type initStatus struct {
@@ -73,7 +61,11 @@ func InitMain() {
 	unix.Close(fdStderr)
 	specFile := os.NewFile(fdSpec, "spec")
 	var spec InitSpec
-	if err := json.NewDecoder(specFile).Decode(&spec); err != nil {
+	raw, err := io.ReadAll(io.LimitReader(specFile, 64<<20))
+	if err == nil {
+		err = spec.UnmarshalBinary(raw)
+	}
+	if err != nil {
 		fail(125, fmt.Errorf("init: reading the jail spec: %w", err))
 	}
 	specFile.Close()

@@ -87,7 +87,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 			fmt.Fprintf(stderr, "jail: %s\n", summary)
 		}
 	}()
-	specJSON, err := json.Marshal(spec)
+	specBytes, err := spec.MarshalBinary()
 	if err != nil {
 		return 125, &ExitError{125, err}
 	}
@@ -106,11 +106,11 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return 125, &ExitError{125, fmt.Errorf("creating pipes: %w", err)}
 	}
-	realStderr := os.Stderr
-	cmd := exec.Command(bwrap, "--args", fmt.Sprint(fdArgs), InitPath, "init")
-	cmd.Env = []string{} // nothing of the host's environment reaches init
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, errW
-	cmd.ExtraFiles = []*os.File{specR, statusW, controlR, realStderr, argsR} // fds 3..7
+	argv := []string{bwrap, "--args", fmt.Sprint(fdArgs), InitPath, "init"}
+	// Descriptors 0..7 of bubblewrap (and so of init): stdin, stdout,
+	// bubblewrap's stderr, then spec, status, control, the caller's stderr
+	// for the command, and bubblewrap's arguments.
+	files := []uintptr{0, 1, errW.Fd(), specR.Fd(), statusW.Fd(), controlR.Fd(), 2, argsR.Fd()}
 
 	// A jailed interactive shell takes the terminal's foreground for its
 	// own process group but cannot see jail's (another PID namespace) to
@@ -122,7 +122,9 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	// bubblewrap must survive a Ctrl-C meant for the command: ignored
 	// signals stay ignored across exec, and init restores them.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
-	err = cmd.Start()
+	// syscall.ForkExec rather than os/exec: no pidfd probe fork, and
+	// nothing of the host's environment reaches init.
+	pid, err := syscall.ForkExec(bwrap, argv, &syscall.ProcAttr{Env: []string{}, Files: files})
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
@@ -133,7 +135,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 		return 125, &ExitError{125, fmt.Errorf("starting bubblewrap: %w", err)}
 	}
 	go func() { argsW.Write(args.Bytes()); argsW.Close() }()
-	go func() { specW.Write(specJSON); specW.Close() }()
+	go func() { specW.Write(specBytes); specW.Close() }()
 
 	var bwrapErr bytes.Buffer
 	var wg sync.WaitGroup
@@ -148,8 +150,16 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 		}
 	}()
 
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := make(chan syscall.WaitStatus, 1)
+	go func() {
+		var ws syscall.WaitStatus
+		for {
+			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+				break
+			}
+		}
+		done <- ws
+	}()
 	// The proxy starts while bubblewrap builds the jail; init waits for
 	// its 0 byte before starting the command, and gets EOF if it failed.
 	netReady := make(chan error, 1)
@@ -158,7 +168,8 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	} else {
 		netReady <- nil
 	}
-	var netErr, waitErr error
+	var netErr error
+	var ws syscall.WaitStatus
 	var pending []byte // signals that arrive before the proxy is up
 	started := false
 loop:
@@ -183,7 +194,7 @@ loop:
 			} else {
 				pending = append(pending, b)
 			}
-		case waitErr = <-done:
+		case ws = <-done:
 			break loop
 		}
 	}
@@ -199,22 +210,12 @@ loop:
 		return st.Code, &ExitError{st.Code, errors.New(st.Error)}
 	}
 	if !st.Started {
-		return 125, &ExitError{125, bwrapFailure(bwrapErr.String(), waitErr)}
+		return 125, &ExitError{125, bwrapFailure(bwrapErr.String(), ws)}
 	}
 	if bwrapErr.Len() > 0 {
 		stderr.Write(bwrapErr.Bytes())
 	}
-	var ee *exec.ExitError
-	if errors.As(waitErr, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
-			return exitCode(ws), nil
-		}
-		return ee.ExitCode(), nil
-	}
-	if waitErr != nil {
-		return 125, &ExitError{125, waitErr}
-	}
-	return 0, nil
+	return exitCode(ws), nil
 }
 
 // foregroundTTY returns the terminal among stdin, stdout and stderr and
@@ -240,13 +241,13 @@ func reclaimTTY(fd int) {
 }
 
 // bwrapFailure turns bubblewrap's complaint into one line with a fix.
-func bwrapFailure(msg string, waitErr error) error {
+func bwrapFailure(msg string, ws syscall.WaitStatus) error {
 	msg = strings.TrimSpace(msg)
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i]
 	}
 	if msg == "" {
-		msg = fmt.Sprint(waitErr)
+		msg = fmt.Sprintf("exited with status %d", exitCode(ws))
 	}
 	hint := ""
 	switch {
