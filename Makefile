@@ -3,6 +3,7 @@ GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 PREFIX  ?= /usr/local
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN     := bin/jail
+INIT    := bin/jail-init
 export GOTOOLCHAIN ?= auto
 # Tests compile the seccomp filter with libseccomp (cgo) to check the one
 # embedded in the binary; the binary itself is static and needs neither.
@@ -12,10 +13,15 @@ export CGO_ENABLED := 1
 
 all: build
 
-build: deps $(BIN)
+build: deps $(BIN) $(INIT)
 
-$(BIN): $(shell find cmd jail -name '*.go' 2>/dev/null) go.mod go.sum
+$(BIN): $(shell find cmd jail proxy -name '*.go' 2>/dev/null) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/jail
+
+# jail's init inside the jail, without the planner and the proxy: it starts
+# faster than the jail binary re-executing itself.
+$(INIT): $(shell find cmd/jail-init jail/inside jail/seccomp -name '*.go' 2>/dev/null) go.mod go.sum
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(INIT) ./cmd/jail-init
 
 deps:
 	@tests/deps.sh
@@ -53,6 +59,7 @@ demo: build
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/jail
+	install -D -m 0755 $(INIT) $(DESTDIR)$(PREFIX)/bin/jail-init
 
 clean:
 	rm -rf bin

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jailsh/jail/jail/inside"
 	"github.com/jailsh/jail/proxy"
 )
 
@@ -112,7 +113,7 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret) 
 	for _, p := range n.Forward {
 		relays = append(relays, Relay{Listen: fmt.Sprintf("unix:%s/fwd-%d.sock", n.SessionDir, p), Dial: "tcp:127.0.0.1:" + strconv.Itoa(p)})
 	}
-	ls, err := StartRelays(relays, func(r Relay, c net.Conn) {
+	ls, err := inside.StartRelays(relays, func(r Relay, c net.Conn) {
 		method, tcp := "FORWARD", r.Dial
 		if strings.HasPrefix(r.Listen, "tcp:") {
 			method, tcp = "PUBLISH", r.Listen

@@ -7,12 +7,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jailsh/jail/jail/inside"
 	"github.com/jailsh/jail/jail/seccomp"
 )
 
-// InitPath is where the jail binary is bound, read-only, inside the jail so
-// that bubblewrap can run it as the jail's init.
-const InitPath = "/run/jail/init"
+// InitPath is where jail's init binary is bound, read-only, inside the jail.
+const InitPath = inside.InitPath
 
 // Paths and ports of the network bridge inside the jail.
 const (
@@ -172,11 +172,10 @@ func (o Op) String() string {
 }
 
 // LandlockRule grants an access class on a path inside the jail.
-type LandlockRule struct {
-	Path   string
-	Access string // list, read (read+execute), write (everything), proc, dev, tty
-	File   bool   // the path is a file, not a directory
-}
+type LandlockRule = inside.LandlockRule
+
+// Relay joins connections from a listening address to a dialled one.
+type Relay = inside.Relay
 
 // Plan is the complete, deterministic description of one jail.
 type Plan struct {

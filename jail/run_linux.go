@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/jailsh/jail/jail/inside"
 	"github.com/jailsh/jail/jail/seccomp"
 	"golang.org/x/sys/unix"
 )
@@ -53,7 +54,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 125, &ExitError{125, err}
 	}
-	spec := InitSpec{Argv: plan.Argv, Env: plan.Env.Env, Dir: plan.Cwd, LandlockV: plan.LandlockV, Landlock: plan.Landlock}
+	spec := inside.InitSpec{Argv: plan.Argv, Env: plan.Env.Env, Dir: plan.Cwd, LandlockV: plan.LandlockV, Landlock: plan.Landlock}
 	if len(plan.Seccomp) > 0 {
 		prog, err := seccomp.Program(plan.Seccomp)
 		if err != nil {
@@ -106,7 +107,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return 125, &ExitError{125, fmt.Errorf("creating pipes: %w", err)}
 	}
-	argv := []string{bwrap, "--args", fmt.Sprint(fdArgs), InitPath, "init"}
+	argv := []string{bwrap, "--args", fmt.Sprint(inside.FDArgs), InitPath, "init"}
 	// Descriptors 0..7 of bubblewrap (and so of init): stdin, stdout,
 	// bubblewrap's stderr, then spec, status, control, the caller's stderr
 	// for the command, and bubblewrap's arguments.
@@ -141,7 +142,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); io.Copy(&bwrapErr, io.LimitReader(errR, 64<<10)); io.Copy(io.Discard, errR) }()
-	var st initStatus
+	var st inside.Status
 	go func() {
 		defer wg.Done()
 		line, err := bufio.NewReader(statusR).ReadBytes('\n')
@@ -215,7 +216,7 @@ loop:
 	if bwrapErr.Len() > 0 {
 		stderr.Write(bwrapErr.Bytes())
 	}
-	return exitCode(ws), nil
+	return inside.ExitCode(ws), nil
 }
 
 // foregroundTTY returns the terminal among stdin, stdout and stderr and
@@ -247,7 +248,7 @@ func bwrapFailure(msg string, ws syscall.WaitStatus) error {
 		msg = msg[:i]
 	}
 	if msg == "" {
-		msg = fmt.Sprintf("exited with status %d", exitCode(ws))
+		msg = fmt.Sprintf("exited with status %d", inside.ExitCode(ws))
 	}
 	hint := ""
 	switch {

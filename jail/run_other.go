@@ -3,7 +3,6 @@
 package jail
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -28,12 +27,6 @@ func SeccompAvailable() bool { return false }
 
 // FindBwrap fails: bubblewrap is a Linux tool.
 func FindBwrap() (string, error) { return "", errPlatform }
-
-// IsInit is false: jail's init runs only inside a Linux jail.
-func IsInit(args []string) bool { return false }
-
-// InitMain is never called off Linux.
-func InitMain() { panic(errors.ErrUnsupported) }
 
 // Run fails off Linux.
 func Run(plan *Plan, stderr io.Writer) (int, error) { return 125, &ExitError{125, errPlatform} }

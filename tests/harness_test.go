@@ -31,12 +31,15 @@ func TestMain(m *testing.M) {
 	os.Chmod(dir, 0o755)
 	jailBin = filepath.Join(dir, "jail")
 	// The binary as `make build` ships it: static, no cgo.
-	build := exec.Command("go", "build", "-o", jailBin, "../cmd/jail")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building jail:", err)
-		os.Exit(2)
+	// jail and jail-init side by side, as `make install` puts them.
+	for _, target := range [][2]string{{jailBin, "../cmd/jail"}, {filepath.Join(dir, "jail-init"), "../cmd/jail-init"}} {
+		build := exec.Command("go", "build", "-o", target[0], target[1])
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", target[1], err)
+			os.Exit(2)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

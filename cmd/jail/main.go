@@ -4,12 +4,12 @@ package main
 import (
 	"os"
 
-	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/inside"
 )
 
 func main() {
-	if jail.IsInit(os.Args) {
-		jail.InitMain()
+	if inside.IsInit(os.Args) {
+		inside.Main() // jail-init is not installed beside jail: this binary is the init
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

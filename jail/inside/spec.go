@@ -1,9 +1,24 @@
-package jail
+// Package inside is what runs inside the jail: jail's init (Landlock,
+// seccomp, the network bridge, signals, reaping). It is kept apart from
+// the planner and the proxy so that the init binary stays small and
+// starts fast.
+package inside
 
 import (
 	"encoding/binary"
 	"errors"
 )
+
+// InitPath is where jail's init binary is bound, read-only, inside the
+// jail: the jail binary itself, or the smaller jail-init installed beside it.
+const InitPath = "/run/jail/init"
+
+// LandlockRule grants an access class on a path inside the jail.
+type LandlockRule struct {
+	Path   string
+	Access string // list, read (read+execute), write (everything), proc, dev, tty
+	File   bool   // the path is a file, not a directory
+}
 
 // InitSpec is what init needs to finish the jail and start the command.
 // It travels from the host to init on a pipe in a small binary form:

@@ -1,4 +1,4 @@
-package jail
+package inside
 
 import (
 	"encoding/json"
@@ -25,11 +25,11 @@ const (
 	fdStatus  = 4 // write: one JSON initStatus line
 	fdControl = 5 // read: signal numbers to forward, one byte each
 	fdStderr  = 6 // the caller's stderr, for the command
-	fdArgs    = 7 // read by bubblewrap: its arguments, NUL-separated
+	FDArgs    = 7 // read by bubblewrap: its arguments, NUL-separated
 )
 
-// initStatus is init's report to the host.
-type initStatus struct {
+// Status is init's report to the host.
+type Status struct {
 	Started bool   `json:"started,omitempty"`
 	Code    int    `json:"code,omitempty"`
 	Error   string `json:"error,omitempty"`
@@ -40,10 +40,10 @@ func IsInit(args []string) bool {
 	return len(args) == 2 && args[0] == InitPath && args[1] == "init" && os.Getpid() == 1
 }
 
-// InitMain runs inside the namespaces as PID 1: it applies Landlock and
+// Main runs inside the namespaces as PID 1: it applies Landlock and
 // seccomp, starts the command, forwards signals, reaps orphans and exits
 // with the command's status. It never returns.
-func InitMain() {
+func Main() {
 	// Before Landlock ABI 8, each thread enters its own sibling Landlock
 	// domain, and a scoped signal from one thread's domain to a process
 	// forked from another's is refused. Fork the command and signal it from
@@ -51,7 +51,7 @@ func InitMain() {
 	runtime.LockOSThread()
 	status := os.NewFile(fdStatus, "status")
 	fail := func(code int, err error) {
-		msg, _ := json.Marshal(initStatus{Code: code, Error: err.Error()})
+		msg, _ := json.Marshal(Status{Code: code, Error: err.Error()})
 		status.Write(append(msg, '\n'))
 		os.Exit(code)
 	}
@@ -140,7 +140,7 @@ func InitMain() {
 		}
 		fail(code, fmt.Errorf("%s: %w", spec.Argv[0], err))
 	}
-	msg, _ := json.Marshal(initStatus{Started: true})
+	msg, _ := json.Marshal(Status{Started: true})
 	status.Write(append(msg, '\n'))
 	status.Close()
 
@@ -173,14 +173,14 @@ func InitMain() {
 					break
 				}
 				if wpid == pid {
-					os.Exit(exitCode(ws))
+					os.Exit(ExitCode(ws))
 				}
 			}
 		}
 	}
 }
 
-func exitCode(ws syscall.WaitStatus) int {
+func ExitCode(ws syscall.WaitStatus) int {
 	if ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
