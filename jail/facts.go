@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -104,10 +105,27 @@ func statPath(p string) PathInfo {
 		if st, err := os.Stat(r); err == nil {
 			in.Dir = st.IsDir()
 		}
-	} else if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
-		in.Resolved = r // a parent directory is a symlink
+	} else if r := resolveDir(filepath.Dir(p)); r != filepath.Dir(p) {
+		in.Resolved = filepath.Join(r, filepath.Base(p)) // a parent directory is a symlink
 	}
 	return in
+}
+
+// resolvedDirs caches symlink resolution of directories: the paths jail
+// stats share most of their parents, and resolving each path from the root
+// cost most of the fact gathering's system calls.
+var resolvedDirs sync.Map
+
+func resolveDir(dir string) string {
+	if r, ok := resolvedDirs.Load(dir); ok {
+		return r.(string)
+	}
+	r, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		r = dir
+	}
+	resolvedDirs.Store(dir, r)
+	return r
 }
 
 // walkGlobs expands patterns with as few tree walks as possible: patterns
