@@ -12,7 +12,9 @@ type CommandRule struct {
 	Args    []string
 }
 
-func (r CommandRule) String() string { return strings.Join(append([]string{r.Program}, r.Args...), " ") }
+func (r CommandRule) String() string {
+	return strings.Join(append([]string{r.Program}, r.Args...), " ")
+}
 
 // ParseCommandRules splits rule strings into programs and arguments.
 func ParseCommandRules(list []string) []CommandRule {
