@@ -195,6 +195,11 @@ type Plan struct {
 
 	// Secrets: the variables that became placeholders and where each may
 	// be injected; EnvFiles are .env files shown inside as masked copies.
+	// Command rules, enforced at every exec by the host's supervisor and,
+	// for git push and npm publish, on the wire by the proxy.
+	CommandDeny, CommandAllow []string
+	StateDir                  string // host: the decision log
+
 	SecretSuffix string
 	Secrets      []SecretBinding
 	SecretEnv    map[string][]string // secrets.env bindings, for names found in .env files
@@ -477,9 +482,8 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	p.Ops = append(append(base, protect...), masks...)
 	sort.SliceStable(p.Landlock, func(i, j int) bool { return p.Landlock[i].Path < p.Landlock[j].Path })
 
-	if len(pol.Command.Deny) > 0 {
-		p.Warnings = append(p.Warnings, "command rules are not enforced by this build yet: "+strings.Join(pol.Command.Deny, ", "))
-	}
+	p.CommandDeny, p.CommandAllow = pol.Command.Deny, pol.Command.Allow
+	p.StateDir = f.StateDir
 	p.Env = PlanEnv(f.Env, pol, f.SecretSuffix, f.Session, jailVars)
 	p.SecretSuffix = f.SecretSuffix
 	p.SecretEnv = pol.Secrets.Env
@@ -592,6 +596,11 @@ func (p *Plan) String() string {
 	b.WriteString("\nenvironment\n")
 	fmt.Fprintf(&b, "  placeholders: %s\n", orNone(p.Env.Placeholders))
 	fmt.Fprintf(&b, "  dropped:      %s\n", orNone(p.Env.Dropped))
+	if len(p.CommandDeny) > 0 {
+		b.WriteString("\ncommands (checked at every exec of every process; denied ones fail with EPERM)\n")
+		fmt.Fprintf(&b, "  deny:  %s\n", strings.Join(p.CommandDeny, ", "))
+		fmt.Fprintf(&b, "  allow: %s\n", orNone(p.CommandAllow))
+	}
 	if len(p.Secrets) > 0 || len(p.EnvFiles) > 0 {
 		b.WriteString("\nsecrets (placeholders inside; the proxy injects real values only toward these hosts)\n")
 		for _, s := range p.Secrets {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jailsh/jail/jail/inside"
 	"github.com/jailsh/jail/jail/seccomp"
+	"github.com/jailsh/jail/proxy"
 	"golang.org/x/sys/unix"
 )
 
@@ -88,10 +89,6 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 			fmt.Fprintf(stderr, "jail: %s\n", summary)
 		}
 	}()
-	specBytes, err := spec.MarshalBinary()
-	if err != nil {
-		return 125, &ExitError{125, err}
-	}
 	var args bytes.Buffer
 	for _, a := range plan.BwrapArgs() {
 		args.WriteString(a)
@@ -113,6 +110,30 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	// for the command, and bubblewrap's arguments.
 	files := []uintptr{0, 1, errW.Fd(), specR.Fd(), statusW.Fd(), controlR.Fd(), 2, argsR.Fd()}
 
+	// Command rules: init hands the exec filter's listener over a socket
+	// (fd 8) to the supervisor here, outside every filter.
+	var sup *supervisor
+	var notifyHost *os.File
+	var closeAfterFork []*os.File
+	if len(plan.CommandDeny) > 0 {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return 125, &ExitError{125, fmt.Errorf("creating the supervisor socket: %w", err)}
+		}
+		notifyHost = os.NewFile(uintptr(pair[0]), "notify")
+		notifyJail := os.NewFile(uintptr(pair[1]), "notify-jail")
+		defer notifyHost.Close()
+		defer notifyJail.Close() // and right after the fork, below
+		files = append(files, notifyJail.Fd())
+		closeAfterFork = append(closeAfterFork, notifyJail)
+		log, _ := proxy.OpenLog(plan.StateDir) // denials are logged when the log can be opened
+		if log != nil {
+			defer log.Close()
+		}
+		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, envLookup(plan.Env.Env, "PATH"), plan.Session, log)
+		spec.ExecNotify = true
+	}
+
 	// A jailed interactive shell takes the terminal's foreground for its
 	// own process group but cannot see jail's (another PID namespace) to
 	// hand it back on exit: jail takes it back itself.
@@ -129,14 +150,25 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	for _, f := range []*os.File{specR, statusW, controlR, argsR, errW} {
+	for _, f := range append([]*os.File{specR, statusW, controlR, argsR, errW}, closeAfterFork...) {
 		f.Close()
 	}
 	if err != nil {
 		return 125, &ExitError{125, fmt.Errorf("starting bubblewrap: %w", err)}
 	}
 	go func() { argsW.Write(args.Bytes()); argsW.Close() }()
+	specBytes, _ := spec.MarshalBinary()
 	go func() { specW.Write(specBytes); specW.Close() }()
+	if sup != nil {
+		go func() {
+			fd, err := receiveListener(notifyHost)
+			if err != nil {
+				return // init failed before it: it reports why
+			}
+			sup.fd = fd
+			sup.run()
+		}()
+	}
 
 	var bwrapErr bytes.Buffer
 	var wg sync.WaitGroup

@@ -112,6 +112,11 @@ func Main() {
 		fail(125, fmt.Errorf("setting no_new_privs: %w", err))
 	}
 
+	if spec.ExecNotify {
+		if err := installExecFilter(); err != nil {
+			fail(125, err)
+		}
+	}
 	if err := <-relayErr; err != nil {
 		fail(125, fmt.Errorf("init: starting the network bridge: %w", err))
 	}

@@ -34,9 +34,11 @@ type InitSpec struct {
 	Ignore    []int  // signals that were ignored when jail started
 	Relays    []Relay
 	WaitProxy bool // read a 0 byte on the control pipe before starting the command
+	// ExecNotify: send every exec to the host's supervisor (command rules).
+	ExecNotify bool
 }
 
-const specMagic = "jailspec1"
+const specMagic = "jailspec2"
 
 // MarshalBinary encodes the spec: a magic string, then each field in
 // order; strings and byte slices as a uvarint length and the bytes, lists
@@ -79,6 +81,7 @@ func (s *InitSpec) MarshalBinary() ([]byte, error) {
 		str(r.Dial)
 	}
 	boolean(s.WaitProxy)
+	boolean(s.ExecNotify)
 	return b, nil
 }
 
@@ -160,6 +163,7 @@ func (s *InitSpec) UnmarshalBinary(b []byte) error {
 		s.Relays = append(s.Relays, Relay{Listen: str(), Dial: str()})
 	}
 	s.WaitProxy = boolean()
+	s.ExecNotify = boolean()
 	if bad || len(b) != 0 || len(s.Argv) == 0 {
 		return errSpec
 	}
