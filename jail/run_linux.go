@@ -236,6 +236,11 @@ loop:
 	statusR.Close()
 	errR.Close()
 
+	if sup != nil {
+		if line := sup.summary(); line != "" {
+			fmt.Fprintf(stderr, "jail: %s\n", line)
+		}
+	}
 	if netErr != nil {
 		return 125, &ExitError{125, netErr}
 	}

@@ -51,6 +51,7 @@ type supervisor struct {
 	programs []program
 	mu       sync.Mutex
 	denied   []string
+	last     string // pid and argv of the last denial
 }
 
 type program struct {
@@ -147,25 +148,25 @@ func (s *supervisor) run() {
 		default:
 			return
 		}
-		allow := s.decide(&n)
 		resp := seccompNotifResp{ID: n.ID}
-		if allow {
+		if errno := s.decide(&n); errno == 0 {
 			resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
 		} else {
-			resp.Error = -int32(unix.EPERM)
+			resp.Error = -int32(errno)
 		}
 		unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_SEND), uintptr(unsafe.Pointer(&resp)))
 	}
 }
 
-// decide reads the exec's path and argv and matches them. What cannot be
-// read is refused: a process that hides its exec from the supervisor does
-// not get to run it.
-func (s *supervisor) decide(n *seccompNotif) bool {
+// decide reads the exec's path and argv and matches them, returning 0 to
+// let the exec go on or the error it fails with. What cannot be read is
+// refused: a process that hides its exec from the supervisor does not get
+// to run it.
+func (s *supervisor) decide(n *seccompNotif) unix.Errno {
 	pid := int(n.Pid)
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
-		return false
+		return unix.EPERM
 	}
 	defer mem.Close()
 	var pathPtr, argvPtr uint64
@@ -180,7 +181,7 @@ func (s *supervisor) decide(n *seccompNotif) bool {
 	path, err1 := readCString(mem, pathPtr, 4096)
 	argv, err2 := readArgv(mem, argvPtr)
 	if err1 != nil || err2 != nil || !s.valid(n.ID) {
-		return false
+		return unix.EPERM
 	}
 	// Where the executable is, seen from the host: through the process's
 	// root, relative to its working directory or to dirfd.
@@ -195,9 +196,16 @@ func (s *supervisor) decide(n *seccompNotif) bool {
 		dir, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, dirfd))
 		inJail = filepath.Join(dir, path)
 	}
+	// A file that is not there fails with ENOENT from here, not from the
+	// kernel: answering "continue" would let a file created meanwhile run
+	// unchecked. (Shells try every PATH directory in turn.)
+	hostPath := fmt.Sprintf("/proc/%d/root%s", pid, inJail)
+	if _, err := os.Stat(hostPath); err != nil {
+		return unix.ENOENT
+	}
 	// The program is the file being run, whatever argv[0] claims: a
 	// denied program's copy or hard link is that program.
-	name := s.identify(fmt.Sprintf("/proc/%d/root%s", pid, inJail))
+	name := s.identify(hostPath)
 	if name == "" {
 		name = progName(inJail)
 	}
@@ -210,20 +218,26 @@ func (s *supervisor) decide(n *seccompNotif) bool {
 	}
 	norm := NormalizeArgv(append([]string{name}, args...))
 	if len(norm) == 0 {
-		return true
+		return 0
 	}
 	denied, rule := MatchCommand(norm, s.deny, s.allow)
 	if !denied {
-		return true
+		return 0
 	}
 	line := strings.Join(argv, " ")
+	// A shell tries each PATH directory in turn: one attempt, one entry.
+	key := strconv.Itoa(pid) + "\x00" + line
 	s.mu.Lock()
-	s.denied = append(s.denied, rule.String())
+	repeat := s.last == key
+	s.last = key
+	if !repeat {
+		s.denied = append(s.denied, rule.String())
+	}
 	s.mu.Unlock()
-	if s.log != nil {
+	if s.log != nil && !repeat {
 		s.log.Write(proxy.Entry{Time: time.Now(), Session: s.session, Client: strconv.Itoa(pid), Method: "EXEC", Scheme: "exec", Host: norm[0], Path: line, Rule: "command.deny " + rule.String(), Verdict: "deny", Reason: "exec of " + inJail})
 	}
-	return false
+	return unix.EPERM
 }
 
 // valid reports whether the notification still refers to the same exec:
@@ -303,4 +317,34 @@ func receiveListener(sock *os.File) (int, error) {
 		return -1, fmt.Errorf("no listener received: %v", err)
 	}
 	return fds[0], nil
+}
+
+// summary is the exit line about denied commands, "" when none was.
+func (s *supervisor) summary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.denied) == 0 {
+		return ""
+	}
+	counts := map[string]int{}
+	var order []string
+	for _, d := range s.denied {
+		if counts[d] == 0 {
+			order = append(order, d)
+		}
+		counts[d]++
+	}
+	var parts []string
+	for _, d := range order {
+		if counts[d] > 1 {
+			parts = append(parts, fmt.Sprintf("%s ×%d", d, counts[d]))
+		} else {
+			parts = append(parts, d)
+		}
+	}
+	noun := "commands"
+	if len(s.denied) == 1 {
+		noun = "command"
+	}
+	return fmt.Sprintf("%d %s denied (%s); see jail log", len(s.denied), noun, strings.Join(parts, ", "))
 }

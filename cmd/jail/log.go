@@ -89,7 +89,9 @@ func formatEntry(e proxy.Entry) string {
 	if e.Port != 0 {
 		dest = fmt.Sprintf("%s:%d", e.Host, e.Port)
 	}
-	if e.Path != "" {
+	if e.Method == "EXEC" {
+		dest = e.Path // the argv
+	} else if e.Path != "" {
 		dest += e.Path
 	}
 	why := e.Rule
