@@ -88,7 +88,7 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret) 
 			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Unknown: n.Rules.Unknown,
 			Hosts: n.Rules.Hosts, Passthrough: n.Rules.Passthrough,
 		},
-		CA: ns.ca, Log: ns.log, Session: session, Secrets: secrets,
+		CA: ns.ca, Log: ns.log, Session: session, Secrets: secrets, DenyCommands: n.DenyCommands,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the proxy: %w", err)

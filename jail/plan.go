@@ -35,6 +35,9 @@ type NetPlan struct {
 	Forward    []int
 	Relays     []Relay  // run by init inside the jail
 	Registries []string // allowed because the command's toolchain uses them
+	// DenyCommands are command.deny rules the proxy also enforces on the
+	// wire (git push over smart HTTP and SSH, npm publish).
+	DenyCommands []string
 }
 
 // PathInfo is what jail learned about one host path before planning.
@@ -680,6 +683,15 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 		Rules: pol.Network, Publish: pol.Publish, Forward: pol.Forward,
 	}
 	n.Rules.Allow = union(n.Rules.Allow, pol.Registries)
+	// On the wire only what the exec rules decide for a plain "git push"
+	// and "npm publish": an allow rule that wins there lifts the wire
+	// check too.
+	deny, allow := ParseCommandRules(pol.Command.Deny), ParseCommandRules(pol.Command.Allow)
+	for _, probe := range [][]string{{"git", "push"}, {"npm", "publish"}} {
+		if denied, _ := MatchCommand(probe, deny, allow); denied {
+			n.DenyCommands = append(n.DenyCommands, strings.Join(probe, " "))
+		}
+	}
 	n.Registries = pol.Registries
 	ops := []Op{
 		{Kind: "ro-bind", Src: f.SessionDir, Dest: NetDir, Why: "proxy sockets"},

@@ -35,6 +35,17 @@
 // textual bodies (gzip decoded for that). A request without
 // "jail-secret-" in it is forwarded unchanged.
 //
+// Some command.deny rules (Config.DenyCommands) hold on the wire too, so
+// that a library (libgit2, dulwich) or a renamed binary cannot do what
+// the exec-time check refuses: while "git push" is denied, the requests
+// of a smart-HTTP push (…/info/refs?service=git-receive-pack,
+// …/git-receive-pack) are refused with 403, and so are tunnels to port
+// 22 and tunnels in which the client speaks SSH, unless network.allow
+// names the host with that port; while "npm publish" is denied, a PUT of
+// a package document with "_attachments" (the registry's publish) is
+// refused with 403. Each refusal is logged with the rule,
+// "command.deny git push".
+//
 // The proxy speaks HTTP/1.1 to clients (inside an intercepted tunnel too:
 // ALPN offers only http/1.1) and HTTP/1.1 or HTTP/2 to upstream servers.
 package proxy

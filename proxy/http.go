@@ -224,7 +224,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	t := tunnel
 	if t == nil {
 		var r *refusal
-		if t, r = s.check(s.ctx, host, port); r != nil {
+		if t, r = s.check(s.ctx, host, port, false); r != nil {
 			status := http.StatusForbidden
 			if r.verdict == verdictError {
 				status = http.StatusBadGateway
@@ -236,6 +236,9 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			hint: fmt.Sprintf("the tunnel was opened to %s", net.JoinHostPort(t.host, strconv.Itoa(t.port)))}, host)
 	}
 	e.Host, e.Rule = t.host, t.rule
+	if s.cmds.gitPush != "" && gitPushRequest(req) {
+		return s.refuseCommand(bw, e, "git push", s.cmds.gitPush, "git push over smart HTTP")
+	}
 
 	// Placeholders in the header fields and the URL are replaced (or the
 	// request refused) before the client is told to send its body.
@@ -254,6 +257,20 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 		if bw.Flush() != nil {
 			return false
+		}
+	}
+
+	// An npm publish is told by its body, read (bounded) before anything
+	// is sent.
+	if s.cmds.npmPublish != "" && req.Method == http.MethodPut && req.Body != nil && req.Body != http.NoBody {
+		reason, err := publishRequest(req)
+		if err != nil {
+			e.Verdict, e.Reason = verdictError, "reading the request body: "+err.Error()
+			s.record(e)
+			return false
+		}
+		if reason != "" {
+			return s.refuseCommand(bw, e, "npm publish", s.cmds.npmPublish, reason)
 		}
 	}
 
@@ -591,7 +608,7 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		writeText(bw, http.StatusBadRequest, fmt.Sprintf("jail: CONNECT %q: want host:port\n", req.RequestURI))
 		return
 	}
-	t, r := s.check(s.ctx, host, port)
+	t, r := s.check(s.ctx, host, port, true)
 	if r != nil {
 		if n, ok := normalizeHost(host); ok {
 			e.Host = n.name
@@ -649,6 +666,8 @@ func (s *Server) open(c net.Conn, br *bufio.Reader, t *target, e Entry, accept f
 	switch {
 	case err == nil && first[0] == tlsRecord:
 		s.intercept(c, br, t, e)
+	case err == nil && s.refuseSSH(c, br, t, e):
+		// The client speaks SSH while git push is denied.
 	case err == nil && looksHTTP(br):
 		// Plain HTTP in a tunnel: served as requests, so that a Host
 		// header cannot name another site on the same address.

@@ -38,6 +38,35 @@ type Config struct {
 	// host and in raw tunnels, and redacted from every response. See
 	// Secret.
 	Secrets []Secret
+	// DenyCommands are the command.deny rules the proxy also enforces on
+	// the wire, as "program args..." strings: "git push" refuses git
+	// smart-HTTP pushes and SSH to port 22 of any host not explicitly
+	// allowed with its port; "npm publish" refuses registry publishes.
+	//
+	// Rules are normalised like the exec-time ones (white space, the
+	// program's base name); a program alone ("git", "npm") implies all of
+	// its subcommands. "git send-pack" counts as "git push"; "pnpm
+	// publish", "yarn publish" and "yarn npm publish" (and those programs
+	// alone) as "npm publish", whose request is the same. Other rules,
+	// and rules more specific than the action ("git push --force"), are
+	// left to the exec-time check. command.allow is not consulted: pass
+	// only the rules that are in force.
+	//
+	// While git push is denied, every request of a push over smart HTTP
+	// (GET …/info/refs?service=git-receive-pack, POST …/git-receive-pack)
+	// is refused with 403, in plain HTTP and inside intercepted TLS, and
+	// a CONNECT or SOCKS tunnel to port 22 is refused unless an Allow
+	// entry names the host with ":22"; a tunnel to another port in which
+	// the client speaks SSH first is cut the same way, unless an Allow
+	// entry names the host with that port. Fetches (git-upload-pack) pass.
+	//
+	// While npm publish is denied, a PUT whose body is a JSON object with
+	// a top-level "_attachments" key is refused with 403 before anything
+	// is sent; PUT bodies are read whole up to 4 MiB for that, and one
+	// that cannot be inspected (larger, not valid JSON, content-encoded)
+	// is refused when its path looks like a package's and its first byte
+	// does not rule out a JSON object. See publishRequest.
+	DenyCommands []string
 }
 
 // Server is one session's proxy. It serves any number of listeners (unix
@@ -54,6 +83,7 @@ type Server struct {
 	mitm      *tls.Config // cloned per intercepted connection
 	leafKey   *ecdsa.PrivateKey
 	secrets   *secrets // nil without secrets
+	cmds      wireCommands
 
 	// sniff is how long a CONNECT tunnel waits for the client's first
 	// byte before assuming a protocol in which the server speaks first
@@ -102,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 		resolve:   cfg.Resolver,
 		leafKey:   leafKey,
 		secrets:   sec,
+		cmds:      parseDenyCommands(cfg.DenyCommands),
 		sniff:     300 * time.Millisecond,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
@@ -289,8 +320,9 @@ type refusal struct {
 }
 
 // check is the one decision for every path: the rules on the name the
-// client asked for, then the addresses it resolves to.
-func (s *Server) check(ctx context.Context, name string, port int) (*target, *refusal) {
+// client asked for, then (for a tunnel, which may carry SSH) the command
+// rules on its port, then the addresses it resolves to.
+func (s *Server) check(ctx context.Context, name string, port int, tunnel bool) (*target, *refusal) {
 	d := s.rules.Decide(name, port)
 	h, _ := normalizeHost(name)
 	if !d.Allow {
@@ -303,6 +335,11 @@ func (s *Server) check(ctx context.Context, name string, port int) (*target, *re
 			r.hint = `allow it in jail.json "network.allow"`
 		}
 		return nil, r
+	}
+	if tunnel {
+		if r := s.sshPort22(h, port); r != nil {
+			return nil, r
+		}
 	}
 	t := &target{host: h.name, norm: h, port: port, rule: d.Rule}
 	if addr, ok := s.hosts[h.name]; ok {

@@ -102,7 +102,7 @@ func (s *Server) serveSOCKSConn(c net.Conn) {
 		socksReply(c, socksCmdUnsupport)
 		return
 	}
-	t, r := s.check(s.ctx, e.Host, e.Port)
+	t, r := s.check(s.ctx, e.Host, e.Port, true)
 	if r != nil {
 		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason
 		s.record(e)
