@@ -96,11 +96,20 @@ func NormalizeArgv(argv []string) []string {
 		return nil
 	}
 	prog := progName(argv[0])
-	out := []string{prog}
 	args := argv[1:]
+	// git runs its builtins by the name it was called as: git-push is
+	// git push (git --exec-path holds them, and exec -a can fake one).
+	if sub, ok := strings.CutPrefix(prog, "git-"); ok && sub != "" {
+		prog, args = "git", append([]string{sub}, args...)
+	}
+	out := []string{prog}
 	switch prog {
 	case "git":
 		args = skipOptions(args, gitOptsWithValue)
+		// send-pack is the plumbing a push runs.
+		if len(args) > 0 && args[0] == "send-pack" {
+			args = append([]string{"push"}, args[1:]...)
+		}
 	case "npm", "pnpm", "yarn":
 		// npm accepts options anywhere; rules match the positional words.
 		var pos []string

@@ -216,6 +216,13 @@ func (s *supervisor) decide(n *seccompNotif) unix.Errno {
 	if len(argv) > 1 {
 		args = argv[1:]
 	}
+	// A multi-call program picks what to do from the name it was called
+	// by (git-push): keep that name when it is the program's own.
+	if len(argv) > 0 {
+		if called := progName(argv[0]); strings.HasPrefix(called, name+"-") {
+			name = called
+		}
+	}
 	norm := NormalizeArgv(append([]string{name}, args...))
 	if len(norm) == 0 {
 		return 0

@@ -277,3 +277,58 @@ func (s *Server) refuseSSH(c net.Conn, br *bufio.Reader, t *target, e Entry) boo
 		hp, s.cmds.gitPush, hp))
 	return true
 }
+
+// sshAfterBanner handles a tunnel whose client waits for the server to
+// speak, while git push is denied and the host is not explicitly allowed
+// on this port: when the server opens with an SSH identification string,
+// the banner goes through and the client's answer is checked before any
+// of it reaches the server; an SSH client's is refused. The returned conn
+// replays what was read from the server.
+func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) (net.Conn, bool) {
+	if s.cmds.gitPush == "" || s.rules.explicitlyAllowed(t.norm, t.port) {
+		return up, false
+	}
+	ur := bufio.NewReader(up)
+	up.SetReadDeadline(time.Now().Add(s.sniff))
+	b, _ := ur.Peek(4)
+	up.SetReadDeadline(time.Time{})
+	rc := &replayConn{Conn: up, r: ur}
+	if string(b) != "SSH-" {
+		return rc, false
+	}
+	banner, err := ur.ReadString('\n')
+	if err != nil {
+		return rc, false
+	}
+	io.WriteString(c, banner)
+	c.SetReadDeadline(time.Now().Add(dialTimeout))
+	first, _ := br.Peek(4)
+	c.SetReadDeadline(time.Time{})
+	if string(first) != "SSH-" {
+		return rc, false
+	}
+	up.Close()
+	hp := net.JoinHostPort(t.host, strconv.Itoa(t.port))
+	e.Verdict, e.Rule = verdictDeny, "command.deny "+s.cmds.gitPush
+	e.Reason = fmt.Sprintf("ssh to port %d while git push is denied", t.port)
+	s.record(e)
+	io.WriteString(c, fmt.Sprintf("jail: %s: ssh while git push is denied by command.deny (%q); to allow it, add %q to jail.json \"network.allow\"\r\n",
+		hp, s.cmds.gitPush, hp))
+	return rc, true
+}
+
+// replayConn is a connection whose first bytes were already read into r.
+type replayConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite half-closes the underlying connection when it can.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}

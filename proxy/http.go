@@ -679,6 +679,10 @@ func (s *Server) open(c net.Conn, br *bufio.Reader, t *target, e Entry, accept f
 			s.record(e)
 			return
 		}
+		up, refused := s.sshAfterBanner(c, br, up, t, e)
+		if refused {
+			return
+		}
 		s.tunnel(c, br, up, e)
 	default:
 		s.record(e) // the client left without a byte
