@@ -45,9 +45,11 @@ e2e: test-deps
 
 # Start-up against a bare bwrap (ratio), and HTTPS through interception
 # against direct (added latency per keep-alive request, bulk throughput),
-# and requests with secret injection against plain interception.
+# requests with secret injection against plain interception, and 1,000
+# execs with command rules (every exec checked) against without.
 bench: build test-deps
 	$(GO) test -run '^$$' -bench Startup -benchtime 40x -count 3 ./tests/
+	$(GO) test -run '^$$' -bench ExecWithRules -benchtime 5x -count 1 ./tests/
 	$(GO) test -run '^$$' -bench 'Intercept|Inject' -benchtime 1x -count 3 ./proxy/
 
 # A real run: the jail around git and a look for your SSH keys.
