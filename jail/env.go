@@ -115,13 +115,3 @@ func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[st
 	sort.Strings(ep.Dropped)
 	return ep
 }
-
-// envLookup returns a variable's value from a NAME=value list.
-func envLookup(env []string, name string) string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v
-		}
-	}
-	return ""
-}

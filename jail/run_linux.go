@@ -130,7 +130,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 		if log != nil {
 			defer log.Close()
 		}
-		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, envLookup(plan.Env.Env, "PATH"), plan.Session, log)
+		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, inside.EnvValue(plan.Env.Env, "PATH"), plan.Session, log)
 		spec.ExecNotify = true
 	}
 

@@ -267,15 +267,20 @@ func (s *Server) refuseSSH(c net.Conn, br *bufio.Reader, t *target, e Entry) boo
 	if s.cmds.gitPush == "" || s.rules.explicitlyAllowed(t.norm, t.port) || !s.sshHello(c, br) {
 		return false
 	}
+	s.denySSH(c, t, e)
+	return true
+}
+
+// denySSH logs an SSH tunnel refused while git push is denied and tells
+// the client why: an SSH client shows or logs lines that come before the
+// server's identification string.
+func (s *Server) denySSH(c net.Conn, t *target, e Entry) {
 	hp := net.JoinHostPort(t.host, strconv.Itoa(t.port))
 	e.Verdict, e.Rule = verdictDeny, "command.deny "+s.cmds.gitPush
 	e.Reason = fmt.Sprintf("ssh to port %d while git push is denied", t.port)
 	s.record(e)
-	// An SSH client shows or logs lines that come before the server's
-	// identification string.
 	io.WriteString(c, fmt.Sprintf("jail: %s: ssh while git push is denied by command.deny (%q); to allow it, add %q to jail.json \"network.allow\"\r\n",
 		hp, s.cmds.gitPush, hp))
-	return true
 }
 
 // sshAfterBanner handles a tunnel whose client waits for the server to
@@ -308,12 +313,7 @@ func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *ta
 		return rc, false
 	}
 	up.Close()
-	hp := net.JoinHostPort(t.host, strconv.Itoa(t.port))
-	e.Verdict, e.Rule = verdictDeny, "command.deny "+s.cmds.gitPush
-	e.Reason = fmt.Sprintf("ssh to port %d while git push is denied", t.port)
-	s.record(e)
-	io.WriteString(c, fmt.Sprintf("jail: %s: ssh while git push is denied by command.deny (%q); to allow it, add %q to jail.json \"network.allow\"\r\n",
-		hp, s.cmds.gitPush, hp))
+	s.denySSH(c, t, e)
 	return rc, true
 }
 

@@ -131,7 +131,7 @@ func Main() {
 		}
 	}
 
-	path, code, err := lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)
+	path, code, err := lookPath(spec.Argv[0], EnvValue(spec.Env, "PATH"), spec.Dir)
 	if err != nil {
 		fail(code, err)
 	}
@@ -212,7 +212,8 @@ func closeStrayFDs() error {
 	return nil
 }
 
-func envValue(env []string, name string) string {
+// EnvValue returns a variable's value from a NAME=value list.
+func EnvValue(env []string, name string) string {
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, name+"="); ok {
 			return v
