@@ -36,13 +36,14 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 	f := &Facts{
 		UID: os.Getuid(), GID: os.Getgid(),
 		Home: home, Cwd: cwd, Exe: exe,
-		LandlockABI:  LandlockABI(),
-		Seccomp:      SeccompAvailable(),
-		Paths:        map[string]PathInfo{},
-		Matches:      map[string][]string{},
-		Env:          os.Environ(),
-		Session:      randomHex(8),
-		SecretSuffix: randomHex(12),
+		LandlockABI:   LandlockABI(),
+		Seccomp:       SeccompAvailable(),
+		SeccompNotify: SeccompNotifyAvailable(),
+		Paths:         map[string]PathInfo{},
+		Matches:       map[string][]string{},
+		Env:           os.Environ(),
+		Session:       randomHex(8),
+		SecretSuffix:  randomHex(12),
 	}
 	f.CADir = filepath.Join(UserConfigDir(home, os.Getenv), "ca")
 	f.Bundle = filepath.Join(f.CADir, "bundle.pem")

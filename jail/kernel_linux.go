@@ -1,6 +1,8 @@
 package jail
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -18,4 +20,12 @@ func LandlockABI() int {
 func SeccompAvailable() bool {
 	_, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
 	return err == nil
+}
+
+// SeccompNotifyAvailable reports whether the kernel supports seccomp user
+// notification (Linux >= 5.0), which command rules need.
+func SeccompNotifyAvailable() bool {
+	var sizes [3]uint16
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_NOTIF_SIZES, 0, uintptr(unsafe.Pointer(&sizes)))
+	return errno == 0
 }

@@ -60,6 +60,9 @@ type Facts struct {
 	Exe         string // host path of the jail binary, bound in as init
 	LandlockABI int    // 0 when Landlock is unavailable
 	Seccomp     bool   // the kernel supports seccomp filters
+	// SeccompNotify: the kernel supports seccomp user notification, which
+	// command rules need.
+	SeccompNotify bool
 
 	Paths     map[string]PathInfo // every literal path of interest
 	Matches   map[string][]string // glob pattern -> existing matching paths
@@ -486,6 +489,13 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	sort.SliceStable(p.Landlock, func(i, j int) bool { return p.Landlock[i].Path < p.Landlock[j].Path })
 
 	p.CommandDeny, p.CommandAllow = pol.Command.Deny, pol.Command.Allow
+	if len(p.CommandDeny) > 0 && !f.SeccompNotify {
+		if !pol.BestEffort {
+			return nil, fmt.Errorf("%w: command.deny needs seccomp user notification, which this kernel lacks (Linux >= 5.0); remove the rules or run with --best-effort", ErrUnsupported)
+		}
+		p.GaveUp = append(p.GaveUp, "command rules (no seccomp user notification: "+strings.Join(p.CommandDeny, ", ")+" not enforced at exec)")
+		p.CommandDeny, p.CommandAllow = nil, nil
+	}
 	p.StateDir = f.StateDir
 	p.Env = PlanEnv(f.Env, pol, f.SecretSuffix, f.Session, jailVars)
 	p.SecretSuffix = f.SecretSuffix

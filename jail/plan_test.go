@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func fakeFacts(extra map[string]PathInfo, matches map[string][]string) *Facts {
 	f := &Facts{
 		UID: 1000, GID: 1000, Home: "/home/u", Cwd: "/home/u/proj/sub", Exe: "/usr/local/bin/jail",
-		LandlockABI: 7, Seccomp: true,
+		LandlockABI: 7, Seccomp: true, SeccompNotify: true,
 		Paths: map[string]PathInfo{
 			"/usr": {Exists: true, Dir: true}, "/etc": {Exists: true, Dir: true}, "/opt": {Exists: true, Dir: true},
 			"/bin":                    {Exists: true, Dir: true, Link: "usr/bin", Resolved: "/usr/bin"},
@@ -213,6 +213,7 @@ func TestPlanRefusals(t *testing.T) {
 		{"root as project", Policy{ProjectRoot: "/"}, nil, "refusing to use / as the project root"},
 		{"no landlock", Policy{ProjectRoot: "/home/u/proj"}, func(f *Facts) { f.LandlockABI = 0 }, "Landlock is not available"},
 		{"no seccomp", Policy{ProjectRoot: "/home/u/proj"}, func(f *Facts) { f.Seccomp = false }, "seccomp filters are not available"},
+		{"no user notification", Policy{ProjectRoot: "/home/u/proj", Command: CommandConfig{Deny: []string{"git push"}}}, func(f *Facts) { f.SeccompNotify = false }, "command.deny needs seccomp user notification"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

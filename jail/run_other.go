@@ -25,6 +25,9 @@ func LandlockABI() int { return 0 }
 // SeccompAvailable is false: seccomp is a Linux feature.
 func SeccompAvailable() bool { return false }
 
+// SeccompNotifyAvailable is false: seccomp is a Linux feature.
+func SeccompNotifyAvailable() bool { return false }
+
 // FindBwrap fails: bubblewrap is a Linux tool.
 func FindBwrap() (string, error) { return "", errPlatform }
 

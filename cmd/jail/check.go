@@ -60,6 +60,11 @@ func check(args []string, stdout, stderr io.Writer) int {
 	} else {
 		add(false, true, "seccomp", "not available; fix: a kernel with CONFIG_SECCOMP_FILTER, or --best-effort")
 	}
+	if jail.SeccompNotifyAvailable() {
+		add(true, false, "exec supervision", "seccomp user notification (command.deny rules)")
+	} else {
+		add(false, false, "exec supervision", "no seccomp user notification; command.deny rules cannot be enforced (jail refuses configs that have them); fix: Linux >= 5.0")
+	}
 	if hasEBPFCaps() {
 		add(true, false, "eBPF (learning)", "CAP_BPF and CAP_PERFMON present")
 	} else {
