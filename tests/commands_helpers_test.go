@@ -2,14 +2,10 @@ package tests
 
 import (
 	"bufio"
-	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -29,52 +25,8 @@ const (
 	sshHost      = "ssh.git.test"      // a TCP server that greets like sshd
 )
 
-var (
-	commandsPKIOnce sync.Once
-	commandsPKIVal  *testPKI
-	commandsPKIErr  error
-)
-
-// commandsCerts is a CA and a leaf for gitHost and registryHost.
-func commandsCerts(t *testing.T) *testPKI {
-	t.Helper()
-	commandsPKIOnce.Do(func() {
-		commandsPKIVal, commandsPKIErr = newPKIFor("jail command-rule tests CA", []string{gitHost, registryHost})
-	})
-	if commandsPKIErr != nil {
-		t.Fatalf("command-rule test PKI: %v", commandsPKIErr)
-	}
-	return commandsPKIVal
-}
-
-// trustCommandsCA writes a bundle of the system CAs and the command-rule
-// tests' CA and points the jail process's SSL_CERT_FILE at it (the proxy
-// checks upstream servers with the host's trust; the jail never sees it).
-func trustCommandsCA(t *testing.T, s *Sandbox) {
-	t.Helper()
-	var bundle []byte
-	for _, p := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"} {
-		if b, err := os.ReadFile(p); err == nil {
-			bundle = append(b, '\n')
-			break
-		}
-	}
-	bundle = append(bundle, commandsCerts(t).CAPEM...)
-	path := filepath.Join(s.Base, "trust", "commands-bundle.pem")
-	s.WriteFile(path, string(bundle), 0o644)
-	s.Env = append(s.Env, "SSL_CERT_FILE="+path)
-}
-
-// writeJailJSON writes the project's jail.json (read-only inside the jail,
-// so only the host changes it between runs).
-func writeJailJSON(t *testing.T, s *Sandbox, cfg map[string]any) {
-	t.Helper()
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.WriteFile(s.Project+"/jail.json", string(b)+"\n", 0o644)
-}
+// commandsPKI is a CA and a leaf for gitHost and registryHost.
+var commandsPKI = &lazyPKI{what: "command-rule test PKI", caName: "jail command-rule tests CA", names: []string{gitHost, registryHost}}
 
 // gitIdentity is the committer every git in these tests uses, through the
 // environment (jail passes it through) so that no config file is needed.
@@ -142,6 +94,19 @@ func commandRules(deny, allow []string) map[string]any {
 	return map[string]any{"command": c}
 }
 
+// hostRules is jail.json that allows host (and allow), maps host to addr
+// by network.hosts and, when deny is set, denies those commands.
+func hostRules(host, addr string, deny []string, allow ...string) map[string]any {
+	c := map[string]any{"network": map[string]any{
+		"allow": append([]string{host}, allow...),
+		"hosts": map[string]string{host: addr},
+	}}
+	if deny != nil {
+		c["command"] = map[string]any{"deny": deny}
+	}
+	return c
+}
+
 // execDenials are the log entries of exec-time denials.
 func execDenials(ds []decision) []decision {
 	var out []decision
@@ -205,9 +170,8 @@ func (r recorded) String() string {
 // command-rule tests' leaf that records every request and the status it
 // answered.
 type recordingServer struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []recorded
+	srv *httptest.Server
+	reqLog[recorded]
 }
 
 type statusRecorder struct {
@@ -232,47 +196,24 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 func newRecordingServer(t *testing.T, h http.Handler) *recordingServer {
 	t.Helper()
 	rs := &recordingServer{}
-	rs.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rs.srv = newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusRecorder{ResponseWriter: w}
 		h.ServeHTTP(sw, r)
-		rs.mu.Lock()
-		rs.reqs = append(rs.reqs, recorded{r.Method, r.URL.Path, r.URL.RawQuery, sw.code})
-		rs.mu.Unlock()
+		rs.add(recorded{r.Method, r.URL.Path, r.URL.RawQuery, sw.code})
 	}))
-	rs.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	rs.srv.TLS = &tls.Config{Certificates: []tls.Certificate{commandsCerts(t).Leaf}}
-	rs.srv.StartTLS()
-	t.Cleanup(rs.srv.Close)
+	startTestServer(t, rs.srv, &commandsPKI.get(t).Leaf)
 	return rs
 }
 
 func (rs *recordingServer) Addr() string { return rs.srv.Listener.Addr().String() }
 
-// Requests returns what the server received so far; Since(n) what came
-// after the first n.
-func (rs *recordingServer) Requests() []recorded {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return append([]recorded(nil), rs.reqs...)
-}
-
+// Since returns what the server received after the first n requests.
 func (rs *recordingServer) Since(n int) []recorded {
 	all := rs.Requests()
 	if n > len(all) {
 		return nil
 	}
 	return all[n:]
-}
-
-func dumpRecorded(rs []recorded) string {
-	if len(rs) == 0 {
-		return "  (no requests)\n"
-	}
-	var b strings.Builder
-	for _, r := range rs {
-		b.WriteString("  " + r.String() + "\n")
-	}
-	return b.String()
 }
 
 // withPath filters requests by method and path suffix.
@@ -300,15 +241,7 @@ func newGitServer(t *testing.T) *gitServer {
 	base := makeBareRepo(t, root)
 	repo := filepath.Join(root, "repo.git")
 	hostGit(t, "-C", repo, "config", "http.receivepack", "true")
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
-	}
-	backend := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root},
-	}
-	return &gitServer{recordingServer: newRecordingServer(t, backend), Repo: repo, Base: base}
+	return &gitServer{recordingServer: newRecordingServer(t, gitBackend(t, root)), Repo: repo, Base: base}
 }
 
 // Head is the served repository's main, read on the host.

@@ -269,22 +269,14 @@ type wireRig struct {
 func setupWire(t *testing.T, s *Sandbox) *wireRig {
 	t.Helper()
 	w := &wireRig{srv: newGitServer(t), s: s}
-	trustCommandsCA(t, s)
+	trustCA(t, s, commandsPKI.get(t), "commands-bundle.pem")
 	s.Env = append(s.Env, gitIdentity...)
 	s.WriteFile(s.Project+"/wirepush.py", wirePushPy, 0o644)
 	return w
 }
 
 func (w *wireRig) config(deny []string) {
-	cfg := commandRules(deny, nil)
-	cfg["network"] = map[string]any{
-		"allow": []string{gitHost},
-		"hosts": map[string]string{gitHost: w.srv.Addr()},
-	}
-	if deny == nil {
-		delete(cfg, "command")
-	}
-	writeJailJSON(w.s.t, w.s, cfg)
+	writeJailJSON(w.s.t, w.s, hostRules(gitHost, w.srv.Addr(), deny))
 }
 
 // wireProbes push the clone's HEAD to the server without exec'ing git
@@ -325,10 +317,10 @@ func TestCommandDenyGitPushWire(t *testing.T) {
 			wantKV(t, r, k, is("0"), "exit 0 (clone and fetch over HTTPS are not pushes)")
 		}
 		if t.Failed() {
-			t.Fatalf("the clone over HTTPS failed; server saw:\n%s\n%s", dumpRecorded(srv.Requests()), r)
+			t.Fatalf("the clone over HTTPS failed; server saw:\n%s\n%s", dumpRequests(srv.Requests()), r)
 		}
 		if len(withPath(srv.Requests(), "POST", "/git-upload-pack")) == 0 {
-			t.Errorf("the server saw no upload-pack request for the clone:\n%s", dumpRecorded(srv.Requests()))
+			t.Errorf("the server saw no upload-pack request for the clone:\n%s", dumpRequests(srv.Requests()))
 		}
 		newHead := strings.TrimSpace(s.Host("git", "-C", s.Project+"/clone", "rev-parse", "HEAD"))
 		prelude := fmt.Sprintf("echo session=$JAIL_SESSION; cd clone || exit 1; old=%s; new=%s\n", srv.Base, newHead)
@@ -343,7 +335,7 @@ func TestCommandDenyGitPushWire(t *testing.T) {
 					srv.Reset(t)
 				}
 				if rp := withPath(got, "POST", "/git-receive-pack"); len(rp) > 0 {
-					t.Errorf("a receive-pack request reached the server:\n%s", dumpRecorded(got))
+					t.Errorf("a receive-pack request reached the server:\n%s", dumpRequests(got))
 				}
 				v, ok := kvs(r)[p.name]
 				if !ok {
@@ -383,7 +375,7 @@ func TestCommandDenyGitPushWire(t *testing.T) {
 				head := srv.Head(t)
 				if head != newHead {
 					t.Errorf("control: without command rules %s must push (server main %s -> %s); got %q, server main %s\nserver saw:\n%s%s",
-						p.name, srv.Base, newHead, v, head, dumpRecorded(srv.Since(seen)), r)
+						p.name, srv.Base, newHead, v, head, dumpRequests(srv.Since(seen)), r)
 				}
 				switch p.name {
 				case "python-urllib", "curl":
@@ -428,14 +420,7 @@ func TestCommandDenyGitPushSSH(t *testing.T) {
 		sshd := newBannerServer(t)
 		s.WriteFile(s.Project+"/socksbanner.py", socksBannerPy, 0o644)
 		cfg := func(deny []string, allow ...string) {
-			c := map[string]any{"network": map[string]any{
-				"allow": append([]string{sshHost}, allow...),
-				"hosts": map[string]string{sshHost: sshd.Addr()},
-			}}
-			if deny != nil {
-				c["command"] = map[string]any{"deny": deny}
-			}
-			writeJailJSON(t, s, c)
+			writeJailJSON(t, s, hostRules(sshHost, sshd.Addr(), deny, allow...))
 		}
 		greeted := func(v string) bool { return strings.HasPrefix(v, "rep=0 banner=SSH-2.0-jailtest_sshd") }
 		// clientSpoke waits up to d for the client's identification to
@@ -530,22 +515,13 @@ func TestCommandDenyGitPushSSH(t *testing.T) {
 func setupNpm(t *testing.T, s *Sandbox) (*recordingServer, func(deny []string)) {
 	t.Helper()
 	reg := newRegistryServer(t)
-	trustCommandsCA(t, s)
+	trustCA(t, s, commandsPKI.get(t), "commands-bundle.pem")
 	s.Env = append(s.Env, "npm_config_registry=https://"+registryHost+"/", "npm_config_update_notifier=false",
 		"npm_config_audit=false", "npm_config_fund=false", "npm_config_fetch_retries=0")
 	s.WriteFile(s.Project+"/package.json", `{"name": "jail-cmd-test-pkg", "version": "1.0.0", "description": "jail command-rule test"}`+"\n", 0o644)
 	s.WriteFile(s.Project+"/index.js", "module.exports = 1;\n", 0o644)
 	s.WriteFile(s.Project+"/.npmrc", "registry=https://"+registryHost+"/\n//"+registryHost+"/:_authToken=jailtest-fake-registry-login\n", 0o644)
-	cfg := func(deny []string) {
-		c := map[string]any{"network": map[string]any{
-			"allow": []string{registryHost},
-			"hosts": map[string]string{registryHost: reg.Addr()},
-		}}
-		if deny != nil {
-			c["command"] = map[string]any{"deny": deny}
-		}
-		writeJailJSON(t, s, c)
-	}
+	cfg := func(deny []string) { writeJailJSON(t, s, hostRules(registryHost, reg.Addr(), deny)) }
 	return reg, cfg
 }
 
@@ -567,7 +543,7 @@ func TestCommandDenyNpmPublish(t *testing.T) {
 			t.Errorf("the output does not say \"Operation not permitted\"\n%s", r)
 		}
 		if got := reg.Requests(); len(got) > 0 {
-			t.Errorf("the registry was contacted although npm publish is denied at exec:\n%s", dumpRecorded(got))
+			t.Errorf("the registry was contacted although npm publish is denied at exec:\n%s", dumpRequests(got))
 		}
 		ds := decisions(t, s, sessionOf(t, r))
 		wantExecDenial(t, ds, "publish", "npm publish")
@@ -584,7 +560,7 @@ func TestCommandDenyNpmPublish(t *testing.T) {
 		}
 		wantExecDenial(t, logSince(t, s, n), "publish", "npm publish")
 		if got := reg.Requests(); len(got) > 0 {
-			t.Errorf("the registry was contacted:\n%s", dumpRecorded(got))
+			t.Errorf("the registry was contacted:\n%s", dumpRequests(got))
 		}
 
 		// Control: other npm commands run with the rule; without it the
@@ -594,7 +570,7 @@ func TestCommandDenyNpmPublish(t *testing.T) {
 		cfg(nil)
 		r = s.Sh("npm publish")
 		if r.Code != 0 || len(withPath(reg.Requests(), "PUT", "/jail-cmd-test-pkg")) == 0 {
-			t.Errorf("control: without the rule npm publish must reach the registry (PUT /jail-cmd-test-pkg); registry saw:\n%s%s", dumpRecorded(reg.Requests()), r)
+			t.Errorf("control: without the rule npm publish must reach the registry (PUT /jail-cmd-test-pkg); registry saw:\n%s%s", dumpRequests(reg.Requests()), r)
 		}
 	})
 }
@@ -625,7 +601,7 @@ func TestCommandDenyNpmPublishWire(t *testing.T) {
 		wantKV(t, r, "node-npm-cli", func(v string) bool { return v != "0" }, "a non-zero exit (publish refused on the wire)")
 		wantKV(t, r, "curl", is("403"), "403 from the proxy")
 		if got := withPath(reg.Requests(), "PUT", "/jail-cmd-test-pkg"); len(got) > 0 {
-			t.Errorf("a publish reached the registry with npm publish denied:\n%s", dumpRecorded(reg.Requests()))
+			t.Errorf("a publish reached the registry with npm publish denied:\n%s", dumpRequests(reg.Requests()))
 		}
 		ds := decisions(t, s, sessionOf(t, r))
 		wantWireDenial(t, ds, registryHost, "/jail-cmd-test-pkg", "npm publish")
@@ -635,7 +611,7 @@ func TestCommandDenyNpmPublishWire(t *testing.T) {
 		wantKV(t, r, "node-npm-cli", is("0"), "control: exit 0 without the rule")
 		wantKV(t, r, "curl", is("200"), "control: the registry's 200 without the rule")
 		if len(withPath(reg.Requests(), "PUT", "/jail-cmd-test-pkg")) == 0 {
-			t.Errorf("control: the publish did not reach the registry without the rule:\n%s", dumpRecorded(reg.Requests()))
+			t.Errorf("control: the publish did not reach the registry without the rule:\n%s", dumpRequests(reg.Requests()))
 		}
 	})
 }

@@ -1,18 +1,9 @@
 package tests
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"io"
-	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -23,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,70 +27,8 @@ var testNames = []string{
 	"ports.test", "evil.test", "evilallowed.test", "allowed.test.evil.test", "unknown.test",
 }
 
-// testPKI is a test CA and a leaf for testNames, signed by it. The host
-// side of jail trusts the CA through SSL_CERT_FILE; the jail never sees it.
-type testPKI struct {
-	CAPEM []byte
-	Leaf  tls.Certificate
-}
-
-var (
-	pkiOnce sync.Once
-	pki     *testPKI
-	pkiErr  error
-)
-
-func testCerts(t *testing.T) *testPKI {
-	t.Helper()
-	pkiOnce.Do(func() { pki, pkiErr = newTestPKI() })
-	if pkiErr != nil {
-		t.Fatalf("test PKI: %v", pkiErr)
-	}
-	return pki
-}
-
-func newTestPKI() (*testPKI, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "jail network tests CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: testNames[0]},
-		DNSNames:     testNames,
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	return &testPKI{
-		CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		Leaf:  tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey},
-	}, nil
-}
+// netPKI is the network tests' CA and a leaf for testNames.
+var netPKI = &lazyPKI{what: "test PKI", caName: "jail network tests CA", names: testNames}
 
 // hit is one request an upstream server received.
 type hit struct {
@@ -113,8 +41,7 @@ type hit struct {
 type upstream struct {
 	srv   *httptest.Server
 	conns atomic.Int64
-	mu    sync.Mutex
-	hits  []hit
+	hits  reqLog[hit]
 }
 
 // newUpstream starts a server on 127.0.0.1: TLS with the test leaf, or
@@ -131,19 +58,10 @@ func newUpstreamAt(t *testing.T, addr string, useTLS bool, gitRoot string) *upst
 	u := &upstream{}
 	var git http.Handler
 	if gitRoot != "" {
-		execPath, err := exec.Command("git", "--exec-path").Output()
-		if err != nil {
-			t.Fatalf("git --exec-path: %v", err)
-		}
-		git = &cgi.Handler{
-			Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-			Env:  []string{"GIT_PROJECT_ROOT=" + gitRoot, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + gitRoot},
-		}
+		git = gitBackend(t, gitRoot)
 	}
-	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.mu.Lock()
-		u.hits = append(u.hits, hit{r.Method, r.Host, r.URL.Path})
-		u.mu.Unlock()
+	u.srv = newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.add(hit{r.Method, r.Host, r.URL.Path})
 		if git != nil && strings.HasPrefix(r.URL.Path, "/repo.git/") {
 			git.ServeHTTP(w, r)
 			return
@@ -163,15 +81,11 @@ func newUpstreamAt(t *testing.T, addr string, useTLS bool, gitRoot string) *upst
 			u.conns.Add(1)
 		}
 	}
-	// Refused handshakes and plain HTTP on the TLS port are expected here.
-	u.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	var leaf *tls.Certificate
 	if useTLS {
-		u.srv.TLS = &tls.Config{Certificates: []tls.Certificate{testCerts(t).Leaf}}
-		u.srv.StartTLS()
-	} else {
-		u.srv.Start()
+		leaf = &netPKI.get(t).Leaf
 	}
-	t.Cleanup(u.srv.Close)
+	startTestServer(t, u.srv, leaf)
 	return u
 }
 
@@ -183,10 +97,8 @@ func (u *upstream) Port() int { return u.srv.Listener.Addr().(*net.TCPAddr).Port
 
 // Paths lists the request paths the server saw, in order.
 func (u *upstream) Paths() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	var out []string
-	for _, h := range u.hits {
+	for _, h := range u.hits.Requests() {
 		out = append(out, h.Path)
 	}
 	return out
@@ -215,25 +127,6 @@ func (u *upstream) SawPrefix(prefix string) []string {
 
 // Conns is the number of TCP connections the server accepted.
 func (u *upstream) Conns() int64 { return u.conns.Load() }
-
-// trustTestCA writes a bundle of the system CAs and the test CA, readable
-// by the runner, and points the jail process's SSL_CERT_FILE at it: the
-// proxy verifies upstream servers with the host's trust.
-func trustTestCA(t *testing.T, s *Sandbox) string {
-	t.Helper()
-	var bundle []byte
-	for _, p := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"} {
-		if b, err := os.ReadFile(p); err == nil {
-			bundle = append(b, '\n')
-			break
-		}
-	}
-	bundle = append(bundle, testCerts(t).CAPEM...)
-	path := filepath.Join(s.Base, "trust", "bundle.pem")
-	s.WriteFile(path, string(bundle), 0o644)
-	s.Env = append(s.Env, "SSL_CERT_FILE="+path)
-	return path
-}
 
 // netServers are the servers one sandbox's network tests talk to.
 type netServers struct {
@@ -264,7 +157,7 @@ func setupNet(t *testing.T, s *Sandbox, gitRoot string) *netServers {
 		Trap:   newUpstream(t, true, ""),
 		Canary: newUpstream(t, false, ""),
 	}
-	trustTestCA(t, s)
+	trustCA(t, s, netPKI.get(t), "bundle.pem")
 	hosts := map[string]string{
 		"api.allowed.test":   n.API.Addr(),
 		"sub.allowed.test":   n.API.Addr(),
@@ -285,11 +178,7 @@ func setupNet(t *testing.T, s *Sandbox, gitRoot string) *netServers {
 
 func writeNetConfig(t *testing.T, s *Sandbox, c netConfig) {
 	t.Helper()
-	b, err := json.MarshalIndent(map[string]any{"network": c}, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.WriteFile(s.Project+"/jail.json", string(b)+"\n", 0o644)
+	writeJailJSON(t, s, map[string]any{"network": c})
 }
 
 // probeSh defines `probe NAME CURL-ARGS...` for scripts run in the jail:
@@ -489,6 +378,20 @@ func hostIPv4() string {
 		return ""
 	}
 	return ips[0]
+}
+
+// gitBackend serves the repositories under root by `git http-backend`
+// (smart HTTP).
+func gitBackend(t *testing.T, root string) http.Handler {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	return &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root},
+	}
 }
 
 // makeBareRepo creates dir/repo.git with one commit and returns its hash.

@@ -212,7 +212,7 @@ func TestNetworkClientsReachAllowedHost(t *testing.T) {
 		t.Parallel()
 		n := setupNet(t, s, "")
 		writeNetClients(s)
-		s.WriteFile(s.Project+"/testca.pem", string(testCerts(t).CAPEM), 0o644)
+		s.WriteFile(s.Project+"/testca.pem", string(netPKI.get(t).CAPEM), 0o644)
 		r := s.Sh(probeSh + `
 			echo session=$JAIL_SESSION
 			probe curl https://api.allowed.test/curl
@@ -360,7 +360,7 @@ func TestNetworkClientsReachAllowedHost(t *testing.T) {
 		if keys == 0 {
 			t.Errorf("no private key file in %s: %v", caDir, hidden)
 		}
-		logFile := filepath.Join(s.Home, ".local/state/jail/decisions.jsonl")
+		logFile := decisionLog(s)
 		hostFile(t, logFile)
 		hidden = append(hidden, logFile)
 		script := "echo session=$JAIL_SESSION; cat /run/jail/ca.pem >/dev/null && echo bundle-readable\n"

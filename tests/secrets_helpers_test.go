@@ -1,18 +1,8 @@
 package tests
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"log"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,81 +27,8 @@ const (
 
 var secretsHostNames = []string{boundHost, otherHost, anthropicHost}
 
-var (
-	secretsPKIOnce sync.Once
-	secretsPKIVal  *testPKI
-	secretsPKIErr  error
-)
-
-// secretsCerts is a CA and a leaf for secretsHostNames signed by it.
-func secretsCerts(t *testing.T) *testPKI {
-	t.Helper()
-	secretsPKIOnce.Do(func() { secretsPKIVal, secretsPKIErr = newPKIFor("jail secrets tests CA", secretsHostNames) })
-	if secretsPKIErr != nil {
-		t.Fatalf("secrets test PKI: %v", secretsPKIErr)
-	}
-	return secretsPKIVal
-}
-
-func newPKIFor(caName string, names []string) (*testPKI, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: caName},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: names[0]},
-		DNSNames:     names,
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	return &testPKI{
-		CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		Leaf:  tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey},
-	}, nil
-}
-
-// trustSecretsCA writes a bundle of the system CAs and the secrets tests'
-// CA and points the jail process's SSL_CERT_FILE at it.
-func trustSecretsCA(t *testing.T, s *Sandbox) {
-	t.Helper()
-	var bundle []byte
-	for _, p := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"} {
-		if b, err := os.ReadFile(p); err == nil {
-			bundle = append(b, '\n')
-			break
-		}
-	}
-	bundle = append(bundle, secretsCerts(t).CAPEM...)
-	path := filepath.Join(s.Base, "trust", "secrets-bundle.pem")
-	s.WriteFile(path, string(bundle), 0o644)
-	s.Env = append(s.Env, "SSL_CERT_FILE="+path)
-}
+// secretsPKI is a CA and a leaf for secretsHostNames signed by it.
+var secretsPKI = &lazyPKI{what: "secrets test PKI", caName: "jail secrets tests CA", names: secretsHostNames}
 
 // seen is one request an echo server received, as it arrived.
 type seen struct {
@@ -148,40 +65,27 @@ func (r seen) has(s string) bool {
 // reports whether it did; otherwise the server answers "ok <path>".
 type echoServer struct {
 	srv    *httptest.Server
-	mu     sync.Mutex
-	reqs   []seen
 	handle func(w http.ResponseWriter, r *http.Request, body []byte) bool
+	reqLog[seen]
 }
 
 func newEchoServer(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, body []byte) bool) *echoServer {
 	t.Helper()
 	e := &echoServer{handle: handle}
-	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.srv = newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		e.mu.Lock()
-		e.reqs = append(e.reqs, seen{r.Method, r.Host, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), string(body)})
-		e.mu.Unlock()
+		e.add(seen{r.Method, r.Host, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), string(body)})
 		if e.handle != nil && e.handle(w, r, body) {
 			return
 		}
 		fmt.Fprintf(w, "ok %s\n", r.URL.Path)
 	}))
-	e.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	e.srv.TLS = &tls.Config{Certificates: []tls.Certificate{secretsCerts(t).Leaf}}
-	e.srv.StartTLS()
-	t.Cleanup(e.srv.Close)
+	startTestServer(t, e.srv, &secretsPKI.get(t).Leaf)
 	return e
 }
 
 // Addr is the server's "127.0.0.1:PORT".
 func (e *echoServer) Addr() string { return e.srv.Listener.Addr().String() }
-
-// Requests returns every request received so far.
-func (e *echoServer) Requests() []seen {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]seen(nil), e.reqs...)
-}
 
 // At returns the requests for path.
 func (e *echoServer) At(path string) []seen {
@@ -205,16 +109,7 @@ func (e *echoServer) Containing(s string) []seen {
 	return out
 }
 
-func (e *echoServer) dump() string {
-	var b strings.Builder
-	for _, r := range e.Requests() {
-		b.WriteString("  " + r.String() + "\n")
-	}
-	if b.Len() == 0 {
-		return "  (no requests)\n"
-	}
-	return b.String()
-}
+func (e *echoServer) dump() string { return dumpRequests(e.Requests()) }
 
 // placeholderPrefix is what every placeholder starts with.
 const placeholderPrefix = "jail-secret-"
@@ -282,7 +177,7 @@ func setupSecrets(t *testing.T, s *Sandbox, env, files []string, extra func(g *s
 	// read g.Real.
 	g.Bound = newEchoServer(t, secretsAPI(g))
 	g.Other = newEchoServer(t, secretsAPI(g))
-	trustSecretsCA(t, s)
+	trustCA(t, s, secretsPKI.get(t), "secrets-bundle.pem")
 	network := map[string]any{
 		"allow":   []string{boundHost, otherHost},
 		"unknown": "deny",
@@ -324,11 +219,7 @@ func setupSecrets(t *testing.T, s *Sandbox, env, files []string, extra func(g *s
 			}
 		}
 	}
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.WriteFile(s.Project+"/jail.json", string(b)+"\n", 0o644)
+	writeJailJSON(t, s, cfg)
 	s.WriteFile(s.Project+"/secreq.py", secreqPy, 0o644)
 	s.WriteFile(s.Project+"/secreq.js", secreqJS, 0o644)
 	return g
@@ -436,7 +327,7 @@ func secretDecisions(ds []decision, host, prefix string) []decision {
 // real value: the log records placeholders, never what they stand for.
 func hostLogHasNoReal(t *testing.T, s *Sandbox, g *secretsRig) {
 	t.Helper()
-	p := filepath.Join(s.Home, ".local/state/jail/decisions.jsonl")
+	p := decisionLog(s)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Errorf("reading the decision log %s: %v", p, err)
