@@ -15,12 +15,14 @@ import (
 // Config is one layer of policy as written in a jail.json, the user's
 // config.json, a --settings file, a profile, or the command line.
 type Config struct {
-	Extends    []string         `json:"extends,omitempty" noun:"profile names"`
-	Filesystem FilesystemConfig `json:"filesystem,omitempty"`
-	Network    NetworkConfig    `json:"network,omitempty"`
-	Secrets    SecretsConfig    `json:"secrets,omitempty"`
-	Command    CommandConfig    `json:"command,omitempty"`
-	Env        EnvConfig        `json:"env,omitempty"`
+	// Description says what a profile is for (shown by jail profiles list).
+	Description string           `json:"description,omitempty" noun:"a string"`
+	Extends     []string         `json:"extends,omitempty" noun:"profile names"`
+	Filesystem  FilesystemConfig `json:"filesystem,omitempty"`
+	Network     NetworkConfig    `json:"network,omitempty"`
+	Secrets     SecretsConfig    `json:"secrets,omitempty"`
+	Command     CommandConfig    `json:"command,omitempty"`
+	Env         EnvConfig        `json:"env,omitempty"`
 
 	// File is the file the layer came from ("" for the command line); Dir
 	// is the directory its relative paths are relative to.

@@ -317,7 +317,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown top-level key lists the expected ones",
 			doc:     `{"foo": 1}`,
-			wantErr: `jail.json:1:2: unknown key "foo"; expected one of command, env, extends, filesystem, network, secrets`, exact: true,
+			wantErr: `jail.json:1:2: unknown key "foo"; expected one of command, description, env, extends, filesystem, network, secrets`, exact: true,
 		},
 		{
 			name:    "unknown nested key lists the expected ones",
@@ -469,7 +469,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "tab and CRLF positions",
 			doc:     "{\r\n\t\"x\": 1\r\n}",
-			wantErr: `jail.json:2:2: unknown key "x"; expected one of command, env, extends, filesystem, network, secrets`, exact: true,
+			wantErr: `jail.json:2:2: unknown key "x"; expected one of command, description, env, extends, filesystem, network, secrets`, exact: true,
 		},
 		{
 			name:    "nested too deep (66 levels)",
@@ -664,7 +664,7 @@ func TestParseConfigRegressions(t *testing.T) {
 			// The byte order mark is counted as a column; editors do not show it.
 			name:    "byte order mark does not shift columns",
 			doc:     "\xef\xbb\xbf{\"x\": 1}",
-			wantErr: `jail.json:1:2: unknown key "x"; expected one of command, env, extends, filesystem, network, secrets`,
+			wantErr: `jail.json:1:2: unknown key "x"; expected one of command, description, env, extends, filesystem, network, secrets`,
 		},
 		{
 			// Five digits pass the length check, but 99999 is not a port.
@@ -832,7 +832,7 @@ func TestLoadConfigFile(t *testing.T) {
 		{name: "exactly 4 MiB", data: pad(4 << 20)},
 		{name: "one byte over 4 MiB", data: pad(4<<20 + 1), wantErr: "big.json: file is larger than 4 MiB; is this really a jail config?", exact: true},
 		{name: "8 MiB", data: pad(8 << 20), wantErr: "big.json: file is larger than 4 MiB; is this really a jail config?", exact: true},
-		{name: "syntax error carries the display name", data: []byte("{\n  \"x\": 1\n}"), wantErr: `big.json:2:3: unknown key "x"; expected one of command, env, extends, filesystem, network, secrets`, exact: true},
+		{name: "syntax error carries the display name", data: []byte("{\n  \"x\": 1\n}"), wantErr: `big.json:2:3: unknown key "x"; expected one of command, description, env, extends, filesystem, network, secrets`, exact: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write("big.json", tc.data)
@@ -971,47 +971,6 @@ func TestResolveUnknown(t *testing.T) {
 			}
 			if p.Network.Unknown != tc.want {
 				t.Errorf("unknown = %q, want %q", p.Network.Unknown, tc.want)
-			}
-		})
-	}
-}
-
-func TestResolveProfiles(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		layers  []*Config
-		opts    Options
-		wantErr string
-	}{
-		{
-			name:    "extends",
-			layers:  []*Config{{Dir: "/p", Extends: []string{"node"}}},
-			wantErr: `unknown profile "node": this build of jail has no profiles yet; remove it from "extends" or --profile`,
-		},
-		{
-			name:    "--profile",
-			opts:    Options{Profiles: []string{"gemini", "node"}},
-			wantErr: `unknown profile "gemini"`,
-		},
-		{
-			name:    "extends comes before --profile",
-			layers:  []*Config{{Dir: "/p"}, {Dir: "/q", Extends: []string{"claude"}}},
-			opts:    Options{Profiles: []string{"gemini"}},
-			wantErr: `unknown profile "claude"`,
-		},
-		{
-			name:    "the SPEC example extends node",
-			layers:  []*Config{func() *Config { c := specExampleConfig; c.Dir = "/p"; return &c }()},
-			wantErr: `"node"`,
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := Resolve(tc.layers, "/p", "/home/u", tc.opts)
-			if err == nil {
-				t.Fatalf("Resolve = %+v, want an error containing %q", p, tc.wantErr)
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("got %q, want it to contain %q", err, tc.wantErr)
 			}
 		})
 	}
@@ -1391,7 +1350,7 @@ func TestLoadLayersConfigOrder(t *testing.T) {
 	}
 	opts := Options{Settings: "s.json", AllowRead: []string{"r"}, AllowWrite: []string{"w"}, DenyRead: []string{"d"}}
 	cwd := filepath.Join(proj, "sub")
-	layers, root, err := LoadLayers(opts, cwd, home, getenv)
+	layers, root, err := LoadLayers(opts, nil, cwd, home, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1418,7 +1377,7 @@ func TestLoadLayersConfigOrder(t *testing.T) {
 	t.Run("no user config, no project config", func(t *testing.T) {
 		empty := filepath.Join(tmp, "empty")
 		mkTree(t, empty, "home/cwd/")
-		layers, root, err := LoadLayers(Options{}, filepath.Join(empty, "home/cwd"), filepath.Join(empty, "home"), func(string) string { return "" })
+		layers, root, err := LoadLayers(Options{}, nil, filepath.Join(empty, "home/cwd"), filepath.Join(empty, "home"), func(string) string { return "" })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1429,14 +1388,14 @@ func TestLoadLayersConfigOrder(t *testing.T) {
 	t.Run("errors name the file relative to cwd", func(t *testing.T) {
 		bad := filepath.Join(tmp, "bad")
 		write(filepath.Join(bad, "jail.json"), "{\n  \"allowWrite\": [\".\"]\n}")
-		_, _, err := LoadLayers(Options{}, bad, home, func(string) string { return "" })
-		want := `jail.json:2:3: unknown key "allowWrite"; expected one of command, env, extends, filesystem, network, secrets`
+		_, _, err := LoadLayers(Options{}, nil, bad, home, func(string) string { return "" })
+		want := `jail.json:2:3: unknown key "allowWrite"; expected one of command, description, env, extends, filesystem, network, secrets`
 		if err == nil || err.Error() != want {
 			t.Errorf("got %v, want %s", err, want)
 		}
 	})
 	t.Run("missing --settings file is an error", func(t *testing.T) {
-		_, _, err := LoadLayers(Options{Settings: "nope.json"}, cwd, home, getenv)
+		_, _, err := LoadLayers(Options{Settings: "nope.json"}, nil, cwd, home, getenv)
 		if err == nil || !strings.Contains(err.Error(), "nope.json") {
 			t.Errorf("got %v, want an error naming nope.json", err)
 		}

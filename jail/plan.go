@@ -190,6 +190,7 @@ type Plan struct {
 	Cwd         string
 	ProjectRoot string
 	Sources     []string
+	Profiles    []string
 
 	Namespaces []string // bubblewrap flags before the filesystem ops
 	Ops        []Op
@@ -240,7 +241,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	if root == "/" || under(f.Home, root) {
 		return nil, fmt.Errorf("refusing to use %s as the project root: it contains your home directory; run jail from inside a project directory (or put a jail.json there)", root)
 	}
-	p := &Plan{Argv: argv, Session: f.Session, Cwd: f.Cwd, ProjectRoot: root, Sources: pol.Sources}
+	p := &Plan{Argv: argv, Session: f.Session, Cwd: f.Cwd, ProjectRoot: root, Sources: pol.Sources, Profiles: pol.Profiles}
 	if !under(f.Cwd, root) {
 		p.Cwd = root
 	}
@@ -561,6 +562,9 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "project     %s\n", p.ProjectRoot)
 	if p.Cwd != p.ProjectRoot {
 		fmt.Fprintf(&b, "cwd         %s\n", p.Cwd)
+	}
+	if len(p.Profiles) > 0 {
+		fmt.Fprintf(&b, "profiles    %s\n", strings.Join(p.Profiles, ", "))
 	}
 	for _, s := range p.Sources {
 		fmt.Fprintf(&b, "config      %s\n", s)

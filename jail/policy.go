@@ -12,6 +12,7 @@ import (
 type Options struct {
 	Settings   string   // --settings FILE
 	Profiles   []string // --profile a,b
+	NoProfile  bool     // --no-profile: no profile picked from the command's name
 	AllowRead  []string
 	AllowWrite []string
 	DenyRead   []string
@@ -31,6 +32,7 @@ type Options struct {
 type Policy struct {
 	ProjectRoot string
 	Sources     []string // the config files that contributed, lowest first
+	Profiles    []string // the profiles applied, lowest first
 
 	AllowRead, AllowWrite, DenyRead, DenyWrite []string
 
@@ -93,7 +95,7 @@ func FindProject(cwd, home string) (configPath, root string) {
 // LoadLayers reads the config files in SPEC §2.1's order (user config, the
 // project's jail.json, --settings) and returns them with the project root.
 // Command-line flags become the last layer.
-func LoadLayers(opts Options, cwd, home string, getenv func(string) string) ([]*Config, string, error) {
+func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(string) string) ([]*Config, string, error) {
 	var layers []*Config
 	load := func(path string, optional bool) error {
 		if optional {
@@ -126,6 +128,27 @@ func LoadLayers(opts Options, cwd, home string, getenv func(string) string) ([]*
 			return nil, "", err
 		}
 	}
+	// Profiles layer between the user's config and the project's: the
+	// ones asked for (or the command's own), and those config files extend.
+	names := opts.Profiles
+	if len(names) == 0 && !opts.NoProfile {
+		if auto := AutoProfile(argv, profileExists(home, getenv)); auto != "" {
+			names = []string{auto}
+		}
+	}
+	for _, c := range layers {
+		names = union(names, c.Extends)
+	}
+	prof, err := loadProfiles(names, home, getenv)
+	if err != nil {
+		return nil, "", err
+	}
+	userLayers := 0
+	if len(layers) > 0 && layers[0].File == filepath.Join(UserConfigDir(home, getenv), "config.json") {
+		userLayers = 1
+	}
+	layers = append(append(append([]*Config{}, layers[:userLayers]...), prof...), layers[userLayers:]...)
+
 	flags := &Config{Dir: cwd}
 	flags.Filesystem.AllowRead = opts.AllowRead
 	flags.Filesystem.AllowWrite = opts.AllowWrite
@@ -159,7 +182,9 @@ func displayPath(path, cwd string) string {
 func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error) {
 	p := &Policy{ProjectRoot: root, BestEffort: opts.BestEffort, NoNetwork: opts.NoNetwork, Publish: opts.Publish, Forward: opts.Forward}
 	for _, c := range layers {
-		if c.File != "" {
+		if name, ok := strings.CutPrefix(c.File, "profile:"); ok {
+			p.Profiles = append(p.Profiles, name)
+		} else if c.File != "" {
 			p.Sources = append(p.Sources, c.File)
 		}
 		paths := func(list []string) []string {
@@ -196,10 +221,6 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 	p.SecretNames = union(nil, opts.Secrets)
 	if p.Network.Unknown == "" {
 		p.Network.Unknown = "deny"
-	}
-	if len(p.Extends) > 0 || len(opts.Profiles) > 0 {
-		names := union(p.Extends, opts.Profiles)
-		return nil, fmt.Errorf("unknown profile %q: this build of jail has no profiles yet; remove it from \"extends\" or --profile", names[0])
 	}
 	return p, nil
 }

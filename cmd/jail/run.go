@@ -23,6 +23,7 @@ usage:
   jail check                        report which protections this machine has
   jail plan [flags] -- CMD          print what would be applied, run nothing
   jail log [-f] [--json] [--session ID]   the proxy's decisions
+  jail profiles list | show NAME    built-in and user profiles
 
 flags:
 `
@@ -37,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runJail(args[1:], true, stdout, stderr)
 		case "log":
 			return logCmd(args[1:], stdout, stderr)
+		case "profiles":
+			return profilesCmd(args[1:], stdout, stderr)
 		}
 	}
 	return runJail(args, false, stdout, stderr)
@@ -52,6 +55,8 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		showVersion bool
 	)
 	fs.StringVarP(&opts.Settings, "settings", "s", "", "extra config `FILE` layered over jail.json")
+	fs.StringSliceVar(&opts.Profiles, "profile", nil, "apply profiles `a,b` instead of the one named after the command")
+	fs.BoolVar(&opts.NoProfile, "no-profile", false, "apply no profile picked from the command's name")
 	fs.StringArrayVar(&opts.AllowRead, "allow-read", nil, "make `PATH` readable (repeatable)")
 	fs.StringArrayVar(&opts.AllowWrite, "allow-write", nil, "make `PATH` readable and writable (repeatable)")
 	fs.StringArrayVar(&opts.DenyRead, "deny-read", nil, "hide `PATH` even inside allowed trees (repeatable)")
@@ -139,7 +144,7 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, error) {
 	if r, err := filepath.EvalSymlinks(home); err == nil {
 		home = r
 	}
-	layers, root, err := jail.LoadLayers(opts, cwd, home, os.Getenv)
+	layers, root, err := jail.LoadLayers(opts, argv, cwd, home, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
