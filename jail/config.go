@@ -15,6 +15,9 @@ import (
 // Config is one layer of policy as written in a jail.json, the user's
 // config.json, a --settings file, a profile, or the command line.
 type Config struct {
+	// Schema is the "$schema" key editors use to find jail.schema.json;
+	// jail accepts it and ignores it.
+	Schema string `json:"$schema,omitempty" noun:"a string"`
 	// Description says what a profile is for (shown by jail profiles list).
 	Description string           `json:"description,omitempty" noun:"a string"`
 	Extends     []string         `json:"extends,omitempty" noun:"profile names"`

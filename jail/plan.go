@@ -215,11 +215,14 @@ type Plan struct {
 	// Missing lists protected paths that did not exist at start inside a
 	// writable tree; jail checks them after the command exits.
 	Missing []string
+	// CreateDirs are allowWrite directories jail creates before starting.
+	CreateDirs []string
 	// WatchGlobs are protected glob patterns whose matches at start are
 	// in Existing; new matches after exit are reported the same way.
 	WatchGlobs []string
 	Existing   []string
 	Warnings   []string
+	Notes      []string // shown by jail plan only
 	GaveUp     []string // protections dropped under --best-effort
 }
 
@@ -267,6 +270,23 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.GaveUp = append(p.GaveUp, "seccomp (no syscall filter: ptrace, mount, bpf, TIOCSTI… stay reachable)")
 	} else {
 		p.Seccomp = seccomp.DefaultRules()
+	}
+
+	// allowWrite directories under the home that do not exist yet (an
+	// agent's state directory on first use) are created before the jail
+	// starts, so that what the agent writes there persists as the policy
+	// says; a path that looks like a file is not guessed at.
+	if fresh := creatableDirs(pol.AllowWrite, f); len(fresh) > 0 {
+		g := *f
+		g.Paths = make(map[string]PathInfo, len(f.Paths)+len(fresh))
+		for k, v := range f.Paths {
+			g.Paths[k] = v
+		}
+		for _, d := range fresh {
+			g.Paths[d] = PathInfo{Exists: true, Dir: true}
+		}
+		f = &g
+		p.CreateDirs = fresh
 	}
 
 	var base, protect, masks []Op
@@ -354,7 +374,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	}
 	for _, pat := range pol.AllowWrite {
 		if !HasMeta(pat) && !f.info(pat).Exists {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("allowWrite %s does not exist; skipped", pat))
+			p.Notes = append(p.Notes, fmt.Sprintf("allowWrite %s does not exist; skipped", pat))
 		}
 	}
 
@@ -631,15 +651,18 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, "  file %s: secret values masked (bound by name as above, or by secrets.env)\n", e.Path)
 		}
 	}
+	for _, d := range p.CreateDirs {
+		fmt.Fprintf(&b, "\ncreates    %s (allowWrite, missing)\n", d)
+	}
 	if len(p.GaveUp) > 0 {
 		b.WriteString("\nbest effort: gave up\n")
 		for _, g := range p.GaveUp {
 			fmt.Fprintf(&b, "  %s\n", g)
 		}
 	}
-	if len(p.Warnings) > 0 {
+	if len(p.Warnings)+len(p.Notes) > 0 {
 		b.WriteString("\nwarnings\n")
-		for _, w := range p.Warnings {
+		for _, w := range append(append([]string{}, p.Warnings...), p.Notes...) {
 			fmt.Fprintf(&b, "  %s\n", w)
 		}
 	}
@@ -754,5 +777,24 @@ func secretFiles(pol *Policy) []string {
 	for _, p := range defaultSecretFiles {
 		out = append(out, filepath.Join(pol.ProjectRoot, p))
 	}
+	return out
+}
+
+// creatableDirs are the literal allowWrite paths strictly below the home
+// that do not exist and name a directory (no file extension): jail makes
+// them so that writes there persist.
+func creatableDirs(allowWrite []string, f *Facts) []string {
+	var out []string
+	for _, w := range allowWrite {
+		if HasMeta(w) || f.info(w).Exists || w == f.Home || !under(w, f.Home) {
+			continue
+		}
+		base := filepath.Base(w)
+		if strings.Contains(strings.TrimPrefix(base, "."), ".") {
+			continue // ~/.claude.json: a file, not created
+		}
+		out = append(out, w)
+	}
+	sort.Strings(out)
 	return out
 }

@@ -68,6 +68,11 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 			spec.Ignore = append(spec.Ignore, int(s))
 		}
 	}
+	for _, d := range plan.CreateDirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return 125, &ExitError{125, fmt.Errorf("creating %s (allowWrite): %w", d, err)}
+		}
+	}
 	// Masked .env copies must exist before bubblewrap binds them; secret
 	// values go to the proxy only, never into the jail.
 	secrets, err := prepareSecrets(plan, os.Getenv)
