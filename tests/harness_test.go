@@ -93,6 +93,9 @@ type Sandbox struct {
 	Home    string
 	Project string
 	Env     []string // extra environment for jail
+	// NoAutoTrust: do not `jail trust` the project's jail.json before each
+	// run (the trust tests check what happens without it).
+	NoAutoTrust bool
 }
 
 // NewSandbox creates base/home (with ~/.ssh, ~/.aws, ~/.bashrc holding
@@ -185,6 +188,9 @@ func (s *Sandbox) Jail(args ...string) Result {
 // JailIn runs jail in dir with stdin.
 func (s *Sandbox) JailIn(dir, stdin string, args ...string) Result {
 	s.t.Helper()
+	if len(args) == 0 || args[0] != "trust" {
+		s.autoTrust(dir)
+	}
 	cmd := exec.Command(jailBin, args...)
 	cmd.Dir = dir
 	s.as(cmd)
@@ -216,4 +222,20 @@ func (s *Sandbox) MustSh(script string) Result {
 		s.t.Fatalf("jail -- sh -c %q failed:\n%s", script, r)
 	}
 	return r
+}
+
+// autoTrust runs `jail trust` in dir: tests write jail.json files that
+// widen the jail, and trusting them is the user's step, taken here so that
+// each test needs no ceremony (unless NoAutoTrust).
+func (s *Sandbox) autoTrust(dir string) {
+	if s.NoAutoTrust {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jail.json")); err != nil && dir == s.Project {
+		return
+	}
+	trust := exec.Command(jailBin, "trust")
+	trust.Dir = dir
+	s.as(trust)
+	trust.Run() // no jail.json above dir: nothing to trust
 }

@@ -84,6 +84,7 @@ func (s *Sandbox) HostOut(dir string, name string, args ...string) (string, int)
 // project directory as the runner, for tests that need to interact with the
 // running jail (signals, observing processes).
 func (s *Sandbox) JailCmd(args ...string) *exec.Cmd {
+	s.autoTrust(s.Project)
 	cmd := exec.Command(jailBin, args...)
 	cmd.Dir = s.Project
 	s.as(cmd)

@@ -24,6 +24,8 @@ usage:
   jail plan [flags] -- CMD          print what would be applied, run nothing
   jail log [-f] [--json] [--session ID]   the proxy's decisions
   jail profiles list | show NAME    built-in and user profiles
+  jail trust [DIR]                  trust the project's jail.json as it is now
+  jail schema                       print the JSON Schema for jail.json
 
 flags:
 `
@@ -40,6 +42,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return logCmd(args[1:], stdout, stderr)
 		case "profiles":
 			return profilesCmd(args[1:], stdout, stderr)
+		case "trust":
+			return trustCmd(args[1:], stdout, stderr)
+		case "schema":
+			return schemaCmd(stdout)
 		}
 	}
 	return runJail(args, false, stdout, stderr)
@@ -97,10 +103,19 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		return 125
 	}
 
-	plan, err := makePlan(opts, argv)
+	plan, untrusted, err := makePlan(opts, argv)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
+	}
+	if untrusted != nil {
+		if planOnly {
+			fmt.Fprintf(stdout, "untrusted   %s widens the jail: %s (run jail trust to accept)\n", untrusted.path, strings.Join(untrusted.widening, "; "))
+		} else if !askTrust(untrusted, stderr) {
+			fmt.Fprintf(stderr, "jail: %s widens the jail (%s); review it, then run `jail trust %s` to accept it\n",
+				untrusted.path, strings.Join(untrusted.widening, "; "), filepath.Dir(untrusted.path))
+			return 125
+		}
 	}
 	if planOnly {
 		fmt.Fprint(stdout, plan)
@@ -128,15 +143,46 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	return code
 }
 
+// untrustedConfig is a project jail.json that widens the jail and has not
+// been trusted as it is now.
+type untrustedConfig struct {
+	path     string
+	widening []string
+	home     string
+}
+
+// askTrust asks once on a terminal whether to trust a widening project
+// config, and records the answer yes. Without a terminal it refuses.
+func askTrust(u *untrustedConfig, stderr io.Writer) bool {
+	if !isTerminal(0) || !isTerminal(2) {
+		return false
+	}
+	fmt.Fprintf(stderr, "jail: %s widens the jail beyond your config and profiles:\n", u.path)
+	for _, w := range u.widening {
+		fmt.Fprintf(stderr, "  %s\n", w)
+	}
+	fmt.Fprint(stderr, "Trust this file as it is now? [y/N] ")
+	var answer string
+	fmt.Fscanln(os.Stdin, &answer)
+	if answer != "y" && answer != "Y" && answer != "yes" {
+		return false
+	}
+	if err := jail.Trust(u.path, u.home, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "jail: recording trust: %v\n", err)
+		return false
+	}
+	return true
+}
+
 // makePlan resolves the policy for this directory and plans the jail.
-func makePlan(opts jail.Options, argv []string) (*jail.Plan, error) {
+func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, error) {
 	home, err := jail.HomeDir()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return nil, fmt.Errorf("reading the working directory: %w", err)
+		return nil, nil, fmt.Errorf("reading the working directory: %w", err)
 	}
 	if r, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = r
@@ -146,20 +192,33 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, error) {
 	}
 	layers, root, err := jail.LoadLayers(opts, argv, cwd, home, os.Getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	// A project jail.json may come from a stranger: what it widens needs
+	// the user's trust (SPEC §2.4).
+	var untrusted *untrustedConfig
+	if cfg, _ := jail.FindProject(cwd, home); cfg != "" {
+		for _, l := range layers {
+			if l.File == cfg {
+				if w := jail.Widening(l, root, home); len(w) > 0 && !jail.IsTrusted(cfg, home, os.Getenv) {
+					untrusted = &untrustedConfig{path: cfg, widening: w, home: home}
+				}
+			}
+		}
 	}
 	pol, err := jail.Resolve(layers, root, home, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !pol.NoNetwork {
 		pol.Registries = jail.RegistryHosts(argv, root, home, os.Getenv)
 	}
 	facts, err := jail.Gather(pol, home, cwd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return jail.Build(pol, facts, argv)
+	plan, err := jail.Build(pol, facts, argv)
+	return plan, untrusted, err
 }
 
 // reportCreated warns about delayed-escape paths the command created.
