@@ -159,7 +159,7 @@ func (o Op) Args() []string {
 	case "mask":
 		return []string{"--ro-bind", "/dev/null", o.Dest}
 	case "mask-dir":
-		return []string{"--perms", "0000", "--tmpfs", o.Dest, "--remount-ro", o.Dest}
+		return []string{"--perms", "0555", "--tmpfs", o.Dest, "--remount-ro", o.Dest}
 	case "home":
 		return []string{"--perms", "0700", "--tmpfs", o.Dest}
 	}
