@@ -23,6 +23,8 @@ func toolchainOf(argv []string) string {
 		return "node"
 	case "go":
 		return "go"
+	case "pip", "pip3", "python", "python3", "uv", "uvx", "pipx":
+		return "python"
 	}
 	return ""
 }
@@ -193,6 +195,69 @@ func RegistryHosts(argv []string, project, home string, getenv func(string) stri
 		return hostsOf(npmRegistries(project, home, cacheDir, getenv))
 	case "go":
 		return hostsOf(goRegistries(cacheDir, getenv))
+	case "python":
+		return hostsOf(pythonRegistries(home, cacheDir, getenv))
 	}
 	return nil
+}
+
+// pythonRegistries returns the package indexes pip and uv are configured
+// with (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, UV_INDEX_URL, UV_DEFAULT_INDEX,
+// UV_EXTRA_INDEX_URL, pip.conf), asking pip for its default index and the
+// host its files are served from only when none is configured.
+func pythonRegistries(home, cacheDir string, getenv func(string) string) []string {
+	var urls []string
+	for _, k := range []string{"PIP_INDEX_URL", "UV_INDEX_URL", "UV_DEFAULT_INDEX"} {
+		if v := getenv(k); v != "" {
+			urls = append(urls, v)
+		}
+	}
+	configured := len(urls) > 0
+	for _, k := range []string{"PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX"} {
+		urls = append(urls, strings.Fields(getenv(k))...)
+	}
+	confs := []string{"/etc/pip.conf", filepath.Join(home, ".pip", "pip.conf"), filepath.Join(home, ".config", "pip", "pip.conf")}
+	if x := getenv("PIP_CONFIG_FILE"); x != "" {
+		confs = append(confs, x)
+	}
+	for _, c := range confs {
+		for _, kv := range readIni(c) {
+			switch kv[0] {
+			case "index-url", "index_url":
+				configured = true
+				urls = append(urls, kv[1])
+			case "extra-index-url", "extra_index_url":
+				urls = append(urls, strings.Fields(kv[1])...)
+			}
+		}
+	}
+	if !configured {
+		if v := askToolchain(cacheDir, "pip index", "python3", "-c",
+			"from pip._internal.models.index import PyPI; print(PyPI.url, 'https://' + PyPI.file_storage_domain)"); v != "" {
+			urls = append(urls, strings.Fields(v)...)
+		}
+	}
+	return urls
+}
+
+// readIni returns the key = value pairs of an INI file, sections ignored.
+func readIni(path string) [][2]string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out [][2]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if ok {
+			out = append(out, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
+		}
+	}
+	return out
 }
