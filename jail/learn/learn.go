@@ -1,0 +1,434 @@
+// Package learn turns what a command did during a learning run (file, exec
+// and connect events from the tracer, plus the proxy's decision log) into a
+// least-privilege jail.json fragment.
+//
+// Synthesize is pure: no I/O, no clock, no map-order dependence. The same
+// events in any order give byte-identical JSON and Summary output.
+//
+// Choices made here (see Synthesize for the full list):
+//   - A successful read proposes allowRead; any write (open for writing,
+//     create, mkdir, unlink, rename) proposes allowWrite, which wins over
+//     read for the same collapsed path.
+//   - Failed reads (any Errno, typically ENOENT from a tool probing for
+//     optional config) are never proposed: probing must not widen reads.
+//     Failed writes are still proposed: the tool wanted to write there.
+//   - Secret paths are reported in KeptDenied whatever the Errno, and never
+//     proposed.
+//   - Programs lists only successful execs (execvp's PATH search produces
+//     ENOENT execs of candidates that do not exist).
+package learn
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Kind is the traced operation.
+type Kind string
+
+// Event kinds reported by the tracers.
+const (
+	Open    Kind = "open"
+	Create  Kind = "create"
+	Mkdir   Kind = "mkdir"
+	Unlink  Kind = "unlink"
+	Rename  Kind = "rename"
+	Exec    Kind = "exec"
+	Connect Kind = "connect"
+)
+
+// Event is one traced file-system access.
+type Event struct {
+	Kind  Kind
+	Path  string // absolute (resolved against the process cwd by the tracer)
+	Write bool   // opened for writing / created / removed / renamed
+	Errno int    // 0 = success
+	Pid   int
+}
+
+// Request is one entry of the proxy's decision log.
+type Request struct {
+	Host    string
+	Port    int
+	Allowed bool
+}
+
+// Facts are the host facts the synthesis needs.
+type Facts struct {
+	Home, Project string
+	SystemDirs    []string // /usr /etc /opt /bin /lib...
+}
+
+// Report is the result of a learning run.
+type Report struct {
+	Profile    Profile
+	KeptDenied []string // e.g. "tried to read ~/.aws/credentials: kept denied"
+}
+
+// Profile is rendered as a jail.json fragment by JSON.
+type Profile struct {
+	AllowRead, AllowWrite []string // "~/…" forms under the home
+	Domains               []string
+	Programs              []string // executed programs (paths as seen), informational
+}
+
+// privateDirs are always left out: per-jail or virtual file systems.
+var privateDirs = []string{"/proc", "/dev", "/tmp", "/sys"}
+
+// appParents are home directories whose children are per-application
+// directories: ~/.config/tool/a/b collapses to ~/.config/tool.
+var appParents = []string{".config", ".cache", ".local/share", ".local/state"}
+
+// secretHomeDirs and secretHomeFiles are home-relative secret locations.
+var (
+	secretHomeDirs  = []string{".ssh", ".aws", ".gnupg", ".kube", ".docker"}
+	secretHomeFiles = []string{".netrc", ".git-credentials", ".npmrc", ".pypirc", ".config/gh/hosts.yml"}
+)
+
+// Synthesize turns a learning run's events and proxy log into a report.
+//
+// Path rules, in order, for each event with an absolute path:
+//  1. paths under Facts.SystemDirs, /proc, /dev, /tmp, /sys are left out;
+//  2. secret paths (~/.ssh/**, ~/.aws/**, ~/.gnupg/**, ~/.kube/**,
+//     ~/.docker/**, ~/.netrc, ~/.git-credentials, ~/.npmrc, ~/.pypirc,
+//     ~/.config/gh/hosts.yml, and anywhere: .env, .env.*, *.pem, *.key) go
+//     to KeptDenied, never to the profile, whatever the Errno;
+//  3. the project (and anything in it), $HOME itself and strict ancestors
+//     of the project or home are left out;
+//  4. failed reads are dropped; failed writes are kept;
+//  5. home paths collapse: ~/.config/<app>/… → ~/.config/<app> (likewise
+//     ~/.cache, ~/.local/share, ~/.local/state; the parents themselves are
+//     never proposed), ~/.local/<dir>/… → ~/.local/<dir>, ~/.<entry>/… →
+//     ~/.<entry> (~/.toolrc stays a file), ~/<dir>/<sub>/… → ~/<dir>/<sub>;
+//     paths outside the home collapse to their first two components.
+//
+// The secret list mirrors the jail's default masks; a collapsed directory
+// such as ~/.config/gh may contain a secret (hosts.yml), which the jail
+// still masks at run time.
+//
+// exec events count as reads of the program (a program under the home must
+// be readable) and, when successful and not secret, are listed in Programs. connect events
+// with a path (unix sockets) count as reads. Domains are the allowed
+// requests' hosts, with ":port" unless the port is 80 or 443 (or 0);
+// denied requests are reported in KeptDenied.
+func Synthesize(events []Event, reqs []Request, f Facts) Report {
+	home := cleanAbs(f.Home)
+	project := cleanAbs(f.Project)
+	excluded := append(append([]string(nil), privateDirs...), f.SystemDirs...)
+
+	access := map[string]bool{} // collapsed path → written
+	secrets := map[string]string{}
+	programs := map[string]bool{}
+
+	for _, ev := range events {
+		p := cleanAbs(ev.Path)
+		if p == "" || p == "/" {
+			continue
+		}
+		write := ev.Write || ev.Kind == Create || ev.Kind == Mkdir || ev.Kind == Unlink || ev.Kind == Rename
+		if ev.Kind == Exec && ev.Errno == 0 && !isSecret(p, home) {
+			programs[p] = true
+		}
+		if underAny(p, excluded) {
+			continue
+		}
+		if isSecret(p, home) {
+			verb := "read"
+			switch {
+			case write:
+				verb = "write"
+			case ev.Kind == Exec:
+				verb = "run"
+			}
+			shown := display(p, home)
+			if rank(verb) > rank(secrets[shown]) {
+				secrets[shown] = verb
+			}
+			continue
+		}
+		if project != "" && (under(p, project) || under(project, p)) {
+			continue
+		}
+		if home != "" && under(home, p) {
+			continue // $HOME itself or one of its ancestors
+		}
+		if ev.Errno != 0 && !write {
+			continue
+		}
+		key := collapse(p, home)
+		if key == "" {
+			continue
+		}
+		access[key] = access[key] || write
+	}
+
+	var read, written []string
+	for k, w := range access {
+		if w {
+			written = append(written, k)
+		} else {
+			read = append(read, k)
+		}
+	}
+	written = minimize(written, nil)
+	read = minimize(read, written)
+
+	var kept []string
+	for p, verb := range secrets {
+		kept = append(kept, fmt.Sprintf("tried to %s %s: kept denied", verb, p))
+	}
+
+	domains := map[string]bool{}
+	for _, r := range reqs {
+		h := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(r.Host)), ".")
+		if h == "" {
+			continue
+		}
+		d := h
+		if r.Port != 0 && r.Port != 80 && r.Port != 443 {
+			if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+				h = "[" + h + "]"
+			}
+			d = h + ":" + strconv.Itoa(r.Port)
+		}
+		if r.Allowed {
+			domains[d] = true
+		} else {
+			kept = append(kept, fmt.Sprintf("tried to reach %s: kept denied", d))
+		}
+	}
+
+	return Report{
+		Profile: Profile{
+			AllowRead:  toHome(read, home),
+			AllowWrite: toHome(written, home),
+			Domains:    keys(domains),
+			Programs:   keys(programs),
+		},
+		KeptDenied: dedupSorted(kept),
+	}
+}
+
+func rank(verb string) int {
+	switch verb {
+	case "read":
+		return 1
+	case "run":
+		return 2
+	case "write":
+		return 3
+	}
+	return 0
+}
+
+// cleanAbs cleans an absolute path; relative or empty paths give "".
+func cleanAbs(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return ""
+	}
+	return path.Clean(p)
+}
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool {
+	if dir == "" {
+		return false
+	}
+	if dir == "/" {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if d = cleanAbs(d); d != "" && under(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// homeRel returns p relative to home and whether p is strictly inside it.
+func homeRel(p, home string) (string, bool) {
+	if home == "" || home == "/" || !strings.HasPrefix(p, home+"/") {
+		return "", false
+	}
+	return p[len(home)+1:], true
+}
+
+func isSecret(p, home string) bool {
+	base := path.Base(p)
+	if base == ".env" || strings.HasPrefix(base, ".env.") || strings.HasSuffix(base, ".pem") || strings.HasSuffix(base, ".key") {
+		return true
+	}
+	rel, ok := homeRel(p, home)
+	if !ok {
+		return false
+	}
+	for _, d := range secretHomeDirs {
+		if rel == d || strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	for _, f := range secretHomeFiles {
+		if rel == f {
+			return true
+		}
+	}
+	return false
+}
+
+// collapse maps p to the entry to propose, or "" for none.
+func collapse(p, home string) string {
+	rel, ok := homeRel(p, home)
+	if !ok {
+		parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+		if len(parts) > 2 {
+			parts = parts[:2]
+		}
+		return "/" + strings.Join(parts, "/")
+	}
+	for _, parent := range appParents {
+		if rel == parent {
+			return ""
+		}
+		if strings.HasPrefix(rel, parent+"/") {
+			app := strings.SplitN(rel[len(parent)+1:], "/", 2)[0]
+			return home + "/" + parent + "/" + app
+		}
+	}
+	parts := strings.Split(rel, "/")
+	switch {
+	case parts[0] == ".local":
+		if len(parts) == 1 {
+			return ""
+		}
+		return home + "/.local/" + parts[1]
+	case strings.HasPrefix(parts[0], "."):
+		return home + "/" + parts[0]
+	case len(parts) > 2:
+		return home + "/" + parts[0] + "/" + parts[1]
+	}
+	return p
+}
+
+// minimize sorts ps, drops entries covered by another entry of ps or of
+// cover.
+func minimize(ps, cover []string) []string {
+	sort.Strings(ps)
+	var out []string
+	for _, p := range ps {
+		covered := false
+		for _, c := range cover {
+			if under(p, c) {
+				covered = true
+				break
+			}
+		}
+		if !covered && len(out) > 0 && under(p, out[len(out)-1]) {
+			covered = true
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func display(p, home string) string {
+	if rel, ok := homeRel(p, home); ok {
+		return "~/" + rel
+	}
+	return p
+}
+
+func toHome(ps []string, home string) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, display(p, home))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func dedupSorted(ss []string) []string {
+	sort.Strings(ss)
+	out := make([]string, 0, len(ss))
+	for i, s := range ss {
+		if i == 0 || s != ss[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+const description = "learned by jail --learning; review before merging"
+
+// JSON renders the profile as a jail.json fragment: sorted lists, 2-space
+// indent, trailing newline, empty lists as [].
+func (p Profile) JSON() []byte {
+	type fs struct {
+		AllowRead  []string `json:"allowRead"`
+		AllowWrite []string `json:"allowWrite"`
+	}
+	type network struct {
+		Allow []string `json:"allow"`
+	}
+	doc := struct {
+		Description string  `json:"description"`
+		Filesystem  fs      `json:"filesystem"`
+		Network     network `json:"network"`
+	}{
+		Description: description,
+		Filesystem:  fs{AllowRead: sorted(p.AllowRead), AllowWrite: sorted(p.AllowWrite)},
+		Network:     network{Allow: sorted(p.Domains)},
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		panic(err) // only strings: cannot fail
+	}
+	return append(b, '\n')
+}
+
+func sorted(ss []string) []string {
+	out := append([]string{}, ss...)
+	sort.Strings(out)
+	return out
+}
+
+// Summary is a readable multi-line summary of the report.
+func (r Report) Summary() string {
+	var b strings.Builder
+	section := func(title string, items []string) {
+		fmt.Fprintf(&b, "%s:\n", title)
+		if len(items) == 0 {
+			b.WriteString("  (none)\n")
+		}
+		for _, it := range sorted(items) {
+			fmt.Fprintf(&b, "  %s\n", it)
+		}
+	}
+	p := r.Profile
+	fmt.Fprintf(&b, "Learned profile: %d read-only, %d writable, %d domains, %d programs\n",
+		len(p.AllowRead), len(p.AllowWrite), len(p.Domains), len(p.Programs))
+	section("Read-only (allowRead)", p.AllowRead)
+	section("Writable (allowWrite)", p.AllowWrite)
+	section("Domains (network.allow)", p.Domains)
+	section("Programs run", p.Programs)
+	section("Kept denied", r.KeptDenied)
+	return b.String()
+}
