@@ -3,6 +3,7 @@ module github.com/jailsh/jail
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/seccomp/libseccomp-golang v0.11.1
 	github.com/spf13/pflag v1.1.0
@@ -11,3 +12,5 @@ require (
 )
 
 require kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,0 +1,241 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64 || wasm)
+
+package bpf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// Supported reports whether this build carries the eBPF probes.
+const Supported = true
+
+// GrantHint tells the user how to give jail the capabilities eBPF needs.
+const GrantHint = "eBPF tracing needs CAP_BPF and CAP_PERFMON; grant them with: sudo setcap cap_bpf,cap_perfmon+ep $(command -v jail)"
+
+// ErrPermission is wrapped by Start's error when the kernel refused to load
+// or attach the probes for lack of privileges.
+var ErrPermission = errors.New("not permitted")
+
+// Tracer is a running set of probes.
+type Tracer struct {
+	coll   *ebpf.Collection
+	links  []link.Link
+	rd     *ringbuf.Reader
+	events chan Event
+	once   sync.Once
+	stop   chan struct{} // closed by Close: stop sending
+	done   chan struct{} // closed by the reader goroutine on exit
+}
+
+// PidNSInode returns the inode number of the PID namespace of process pid
+// (0 = the caller), the value Start expects.
+func PidNSInode(pid int) (uint32, error) {
+	p := "/proc/self/ns/pid"
+	if pid > 0 {
+		p = "/proc/" + strconv.Itoa(pid) + "/ns/pid"
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return 0, fmt.Errorf("bpf: pid namespace of %d: %w", pid, err)
+	}
+	return uint32(st.Ino), nil
+}
+
+// Start loads the probes and reports the syscalls of every process whose PID
+// namespace is pidnsInode or nested below it (see PidNSInode). The caller
+// must Close the tracer.
+func Start(pidnsInode uint32) (*Tracer, error) {
+	if pidnsInode == 0 {
+		return nil, errors.New("bpf: no target pid namespace")
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, wrapPerm("removing the memlock limit", err)
+	}
+	if err := ensureTracefs(); err != nil {
+		return nil, err
+	}
+	spec, err := loadProbes()
+	if err != nil {
+		return nil, fmt.Errorf("bpf: parsing embedded probes: %w", err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("bpf: kernel verifier rejected the probes: %+v", verr)
+		}
+		return nil, wrapPerm("loading the probes", err)
+	}
+	t := &Tracer{coll: coll, events: make(chan Event, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := coll.Maps["target_pidns"].Put(uint32(0), pidnsInode); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("bpf: setting target pid namespace: %w", err)
+	}
+	for name, ps := range spec.Programs {
+		parts := strings.Split(ps.SectionName, "/")
+		if len(parts) != 3 || parts[0] != "tracepoint" {
+			continue
+		}
+		l, err := link.Tracepoint(parts[1], parts[2], coll.Programs[name], nil)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				// e.g. open/mkdir/rename do not exist on arm64.
+				continue
+			}
+			t.Close()
+			return nil, wrapPerm("attaching "+parts[2], err)
+		}
+		t.links = append(t.links, l)
+	}
+	t.rd, err = ringbuf.NewReader(coll.Maps["events"])
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("bpf: opening ring buffer: %w", err)
+	}
+	go t.read()
+	return t, nil
+}
+
+// Events returns the channel of events. It is closed when the tracer is
+// closed.
+func (t *Tracer) Events() <-chan Event { return t.events }
+
+// Close detaches the probes and closes the events channel.
+func (t *Tracer) Close() error {
+	t.once.Do(func() {
+		for _, l := range t.links {
+			l.Close()
+		}
+		close(t.stop)
+		if t.rd != nil {
+			t.rd.Close()
+			<-t.done
+		} else {
+			close(t.events)
+		}
+		t.coll.Close()
+	})
+	return nil
+}
+
+func (t *Tracer) read() {
+	defer close(t.done)
+	defer close(t.events)
+	var raw probesEvent
+	for {
+		rec, err := t.rd.Read()
+		if err != nil {
+			return // closed
+		}
+		if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
+			continue
+		}
+		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &raw); err != nil {
+			continue
+		}
+		select {
+		case t.events <- convert(&raw):
+		case <-t.stop:
+			return
+		}
+	}
+}
+
+func cstr(b []int8) string {
+	s := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b))
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	return string(s)
+}
+
+func convert(r *probesEvent) Event {
+	e := Event{
+		Pid: r.Pid, Tgid: r.Tgid, Kind: Kind(r.Kind), Flags: r.Flags, Ret: r.Ret,
+		Comm: cstr(r.Comm[:]), Dirfd: r.Dirfd, Dirfd2: r.Dirfd2, Family: r.Family,
+	}
+	switch {
+	case e.Kind == KindConnect && r.Family == AFUnix:
+		p := unsafe.Slice((*byte)(unsafe.Pointer(&r.Path[0])), 108)
+		if len(p) > 0 && p[0] == 0 { // abstract
+			e.Path = "@" + cstr(r.Path[1:108])
+		} else {
+			e.Path = cstr(r.Path[:108])
+		}
+	case e.Kind == KindConnect:
+		port := binary.BigEndian.Uint16([]byte{byte(r.Port), byte(r.Port >> 8)})
+		if r.Family == AFInet {
+			e.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte(r.Addr[:4])), port)
+		} else if r.Family == AFInet6 {
+			e.Addr = netip.AddrPortFrom(netip.AddrFrom16(r.Addr), port)
+		}
+	default:
+		e.Path = cstr(r.Path[:])
+		e.Path2 = cstr(r.Path2[:])
+		e.AbsPath = resolve(e.Tgid, e.Dirfd, e.Path)
+		if e.Kind == KindRename {
+			e.AbsPath2 = resolve(e.Tgid, e.Dirfd2, e.Path2)
+		}
+	}
+	return e
+}
+
+// resolve makes p absolute using the process's working directory or dirfd
+// as seen in /proc. It is best effort: the process may have exited or
+// changed directory since the syscall.
+func resolve(tgid uint32, dirfd int32, p string) string {
+	if p == "" {
+		return ""
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	link := "/proc/" + strconv.Itoa(int(tgid)) + "/cwd"
+	if dirfd != AtFDCWD {
+		link = "/proc/" + strconv.Itoa(int(tgid)) + "/fd/" + strconv.Itoa(int(dirfd))
+	}
+	dir, err := os.Readlink(link)
+	if err != nil || !filepath.IsAbs(dir) {
+		return ""
+	}
+	return filepath.Join(dir, p)
+}
+
+func wrapPerm(what string, err error) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("bpf: %s: %w (%w): %s", what, ErrPermission, err, GrantHint)
+	}
+	return fmt.Errorf("bpf: %s: %w", what, err)
+}
+
+// ensureTracefs makes sure the tracepoint IDs can be read: cilium/ebpf looks
+// in /sys/kernel/tracing and /sys/kernel/debug/tracing. If neither is
+// mounted, try to mount tracefs (works as root).
+func ensureTracefs() error {
+	for _, d := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
+		if _, err := os.Stat(d); err == nil {
+			return nil
+		}
+	}
+	if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
+		return fmt.Errorf("bpf: tracefs is not mounted and mounting it failed (%w); mount it with: sudo mount -t tracefs tracefs /sys/kernel/tracing", err)
+	}
+	return nil
+}

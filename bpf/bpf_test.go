@@ -1,0 +1,143 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64 || wasm)
+
+package bpf
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestTraceChildInNewPidNS runs a shell in a fresh PID namespace, traces
+// that namespace, and checks the child's opens and execs arrive with the
+// right paths and results while the test process's own opens do not.
+func TestTraceChildInNewPidNS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("needs CAP_BPF and CAP_PERFMON (run as root): %s", GrantHint)
+	}
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target-file")
+	if err := os.WriteFile(target, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "does-not-exist")
+	own := filepath.Join(dir, "own-file")
+	if err := os.WriteFile(own, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The child waits on stdin until the tracer is attached. Relative paths
+	// check resolution against the working directory.
+	cmd := exec.Command("/bin/sh", "-c",
+		`read x; cat target-file >/dev/null; cat `+missing+` 2>/dev/null; mkdir sub; mv sub sub2; rmdir sub2; exec /bin/true`)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	ino, err := PidNSInode(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := PidNSInode(0)
+	if ino == self {
+		t.Fatal("child is in the test's pid namespace")
+	}
+	tr, err := Start(ino)
+	if err != nil {
+		if errors.Is(err, ErrPermission) {
+			t.Skipf("needs CAP_BPF and CAP_PERFMON (run as root): %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer tr.Close()
+
+	// Our own activity, which must not be reported.
+	if f, err := os.Open(own); err == nil {
+		f.Close()
+	}
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	if f, err := os.Open(own); err == nil {
+		f.Close()
+	}
+
+	var got []Event
+	timeout := time.After(5 * time.Second)
+	want := map[string]bool{"open-target": false, "open-missing": false, "exec-true": false, "exec-cat": false, "mkdir": false, "rename": false, "rmdir": false}
+	done := func() bool {
+		for _, v := range want {
+			if !v {
+				return false
+			}
+		}
+		return true
+	}
+loop:
+	for !done() {
+		select {
+		case e := <-tr.Events():
+			got = append(got, e)
+			if e.Tgid == uint32(os.Getpid()) || e.Path == own || e.AbsPath == own {
+				t.Errorf("test process's own event reported: %+v", e)
+			}
+			switch {
+			case e.Kind == KindOpen && e.Path == "target-file":
+				if e.Ret < 0 {
+					t.Errorf("open target-file failed: %+v", e)
+				}
+				if e.AbsPath != "" && e.AbsPath != target {
+					t.Errorf("open target-file resolved to %q, want %q", e.AbsPath, target)
+				}
+				want["open-target"] = true
+			case e.Kind == KindOpen && e.Path == missing:
+				if e.Errno() != int(syscall.ENOENT) {
+					t.Errorf("open missing: errno %d, want ENOENT: %+v", e.Errno(), e)
+				}
+				want["open-missing"] = true
+			case e.Kind == KindExec && e.Path == "/bin/true":
+				if !e.OK() {
+					t.Errorf("exec /bin/true failed: %+v", e)
+				}
+				want["exec-true"] = true
+			case e.Kind == KindExec && strings.HasSuffix(e.Path, "/cat") && e.OK():
+				want["exec-cat"] = true
+			case e.Kind == KindMkdir && e.Path == "sub" && e.OK():
+				want["mkdir"] = true
+			case e.Kind == KindRename && e.Path == "sub" && e.Path2 == "sub2" && e.OK():
+				want["rename"] = true
+			case e.Kind == KindRmdir && e.Path == "sub2" && e.OK():
+				want["rmdir"] = true
+			}
+		case <-timeout:
+			break loop
+		}
+	}
+	if !done() {
+		for _, e := range got {
+			t.Logf("event: %+v", e)
+		}
+		t.Fatalf("missing events: %v", want)
+	}
+}
+
+// TestStartRejectsZero checks the no-target guard.
+func TestStartRejectsZero(t *testing.T) {
+	if _, err := Start(0); err == nil {
+		t.Fatal("Start(0) succeeded")
+	}
+}
