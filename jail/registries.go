@@ -112,20 +112,9 @@ func npmRegistries(project, home, cacheDir string, getenv func(string) string) [
 // readNpmrc returns the registry settings of one .npmrc: "registry" and
 // "@scope:registry" keys.
 func readNpmrc(path string) [][2]string {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
 	var out [][2]string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";") {
-			continue
-		}
-		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+	for _, kv := range readIni(path) {
+		k, v := kv[0], strings.Trim(kv[1], `"'`)
 		if k == "registry" || (strings.HasPrefix(k, "@") && strings.HasSuffix(k, ":registry")) {
 			out = append(out, [2]string{k, v})
 		}
@@ -240,7 +229,8 @@ func pythonRegistries(home, cacheDir string, getenv func(string) string) []strin
 	return urls
 }
 
-// readIni returns the key = value pairs of an INI file, sections ignored.
+// readIni returns the key = value pairs of an INI-like file (pip.conf,
+// .npmrc), sections and comments ignored.
 func readIni(path string) [][2]string {
 	f, err := os.Open(path)
 	if err != nil {
