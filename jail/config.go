@@ -27,6 +27,10 @@ type Config struct {
 	Command     CommandConfig    `json:"command,omitempty"`
 	Env         EnvConfig        `json:"env,omitempty"`
 
+	// Project marks the project's own jail.json among the layers: what it
+	// widens needs the user's trust.
+	Project bool `json:"-"`
+
 	// File is the file the layer came from ("" for the command line); Dir
 	// is the directory its relative paths are relative to.
 	File string `json:"-"`

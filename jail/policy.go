@@ -118,6 +118,7 @@ func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(strin
 		if err := load(projectConfig, false); err != nil {
 			return nil, "", err
 		}
+		layers[len(layers)-1].Project = true
 	}
 	if opts.Settings != "" {
 		p := opts.Settings

@@ -197,15 +197,14 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, e
 	// A project jail.json may come from a stranger: what it widens needs
 	// the user's trust (SPEC §2.4).
 	var untrusted *untrustedConfig
-	if cfg, _ := jail.FindProject(cwd, home); cfg != "" {
-		for _, l := range layers {
-			if l.File == cfg {
-				if w := jail.Widening(l, root, home); len(w) > 0 && !jail.IsTrusted(cfg, home, os.Getenv) {
-					untrusted = &untrustedConfig{path: cfg, widening: w, home: home}
-				}
+	for _, l := range layers {
+		if l.Project {
+			if w := jail.Widening(l, root, home); len(w) > 0 && !jail.IsTrusted(l.File, home, os.Getenv) {
+				untrusted = &untrustedConfig{path: l.File, widening: w, home: home}
 			}
 		}
 	}
+
 	pol, err := jail.Resolve(layers, root, home, opts)
 	if err != nil {
 		return nil, nil, err
