@@ -35,21 +35,8 @@ const agentRunTimeout = 90 * time.Second
 // versionRE is what a --version prints: a dotted version number.
 var versionRE = regexp.MustCompile(`\b\d+\.\d+\.\d+\b`)
 
-// agentsCache is where the agents are installed and kept between runs:
-// /var/cache/jail-tests/agents as root (readable by the test user), the
-// user's cache directory otherwise.
-func agentsCache(t *testing.T) string {
-	t.Helper()
-	root := "/var/cache/jail-tests"
-	if os.Geteuid() != 0 {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatalf("no cache directory for the agent install: %v", err)
-		}
-		root = filepath.Join(c, "jail-tests")
-	}
-	return filepath.Join(root, "agents")
-}
+// agentsCache is where the agents are installed and kept between runs.
+func agentsCache(t *testing.T) string { return testCache(t, "agents") }
 
 var (
 	agentsOnce sync.Once

@@ -172,3 +172,19 @@ func sandboxLookPath(name string) string {
 	}
 	return name
 }
+
+// testCache is a directory kept between test runs for installs from the
+// npm registry: under /var/cache/jail-tests as root (readable by the
+// unprivileged runner), else under the user's cache directory.
+func testCache(t *testing.T, name string) string {
+	t.Helper()
+	root := "/var/cache/jail-tests"
+	if os.Geteuid() != 0 {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatalf("no cache directory for %s: %v", name, err)
+		}
+		root = filepath.Join(c, "jail-tests")
+	}
+	return filepath.Join(root, name)
+}

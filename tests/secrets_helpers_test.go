@@ -389,20 +389,8 @@ func namesBinding(text, name string) bool {
 }
 
 // claudeCodeCache is where the Claude Code CLI is installed from the npm
-// registry, once, and kept between runs: /var/cache/jail-tests as root
-// (readable by the unprivileged runner), else the user's cache directory.
-func claudeCodeCache(t *testing.T) string {
-	t.Helper()
-	root := "/var/cache/jail-tests"
-	if os.Geteuid() != 0 {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatalf("no cache directory for the Claude Code install: %v", err)
-		}
-		root = filepath.Join(c, "jail-tests")
-	}
-	return filepath.Join(root, "claude-code")
-}
+// registry, once, and kept between runs.
+func claudeCodeCache(t *testing.T) string { return testCache(t, "claude-code") }
 
 var (
 	claudeOnce sync.Once
