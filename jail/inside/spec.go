@@ -36,9 +36,17 @@ type InitSpec struct {
 	WaitProxy bool // read a 0 byte on the control pipe before starting the command
 	// ExecNotify: send every exec to the host's supervisor (command rules).
 	ExecNotify bool
+	// Trace: the notify filter also sends every file, exec and connect
+	// syscall the tracer watches (learning and watch modes without eBPF);
+	// the host answers "continue" to all but denied execs.
+	Trace bool
+	// OverlayHome: init mounts an overlay over this directory (the real
+	// home, bound read-only by bubblewrap) whose writes stay in memory, and
+	// puts back the mounts bubblewrap made below it (masks, the project).
+	OverlayHome string
 }
 
-const specMagic = "jailspec2"
+const specMagic = "jailspec3"
 
 // MarshalBinary encodes the spec: a magic string, then each field in
 // order; strings and byte slices as a uvarint length and the bytes, lists
@@ -82,6 +90,8 @@ func (s *InitSpec) MarshalBinary() ([]byte, error) {
 	}
 	boolean(s.WaitProxy)
 	boolean(s.ExecNotify)
+	boolean(s.Trace)
+	str(s.OverlayHome)
 	return b, nil
 }
 
@@ -164,6 +174,8 @@ func (s *InitSpec) UnmarshalBinary(b []byte) error {
 	}
 	s.WaitProxy = boolean()
 	s.ExecNotify = boolean()
+	s.Trace = boolean()
+	s.OverlayHome = str()
 	if bad || len(b) != 0 || len(s.Argv) == 0 {
 		return errSpec
 	}

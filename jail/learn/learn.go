@@ -48,6 +48,7 @@ type Event struct {
 	Write bool   // opened for writing / created / removed / renamed
 	Errno int    // 0 = success
 	Pid   int
+	Addr  string // connect: "ip:port" of an inet socket (Path is "" then)
 }
 
 // Request is one entry of the proxy's decision log.
