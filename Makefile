@@ -50,6 +50,7 @@ e2e: test-deps
 bench: build test-deps
 	$(GO) test -run '^$$' -bench Startup -benchtime 40x -count 3 ./tests/
 	$(GO) test -run '^$$' -bench ExecWithRules -benchtime 5x -count 1 ./tests/
+	$(GO) test -run '^$$' -bench Learning -benchtime 5x -count 1 ./tests/
 	$(GO) test -run '^$$' -bench 'Intercept|Inject' -benchtime 1x -count 3 ./proxy/
 
 # A real run: the jail around git and a look for your SSH keys.

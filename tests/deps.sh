@@ -18,6 +18,7 @@ if [ "${1:-}" = "--test" ]; then
 	command -v socat >/dev/null 2>&1 || need="$need socat"
 	command -v setpriv >/dev/null 2>&1 || need="$need util-linux"
 	command -v hyperfine >/dev/null 2>&1 || need="$need hyperfine"
+	command -v strace >/dev/null 2>&1 || need="$need strace" # BenchmarkLearning's reference
 fi
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || need="$need golang-go"
 
