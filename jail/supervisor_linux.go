@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/jailsh/jail/jail/learn"
 	"github.com/jailsh/jail/proxy"
 	"golang.org/x/sys/unix"
 )
@@ -38,13 +39,22 @@ type seccompNotifResp struct {
 
 // supervisor answers the jail's execs: it reads each one's path and argv
 // from the calling process, normalizes them, and lets it run or refuses it
-// with EPERM. It lives in the host process, outside every filter; when it
-// is gone, the jail's execs fail.
+// with EPERM. With trace set it is also the unprivileged tracer: it
+// reports every exec and every traced file and connect call (see
+// trace_linux.go), which it lets go on. It lives in the host process,
+// outside every filter; when it is gone, the notified calls fail.
 type supervisor struct {
 	fd          int
 	deny, allow []CommandRule
 	session     string
 	log         *proxy.Log
+	trace       func(learn.Event) // must not block: the call waits meanwhile
+
+	// Reused by the one goroutine that answers (run).
+	mem             procMem
+	strBuf, procBuf []byte
+	linkBuf         [4096]byte
+	sockBuf         [128]byte // sizeof(struct sockaddr_storage)
 
 	// Denied programs' executables, to know a copy or a hard link under
 	// another name: inode and size, and the content hash computed once.
@@ -138,70 +148,86 @@ func hashFile(path string) ([32]byte, error) {
 // run answers notifications until the listener fails (the jail is gone).
 func (s *supervisor) run() {
 	defer unix.Close(s.fd)
+	// The call waits for the answer: where the kernel can (Linux >= 6.6),
+	// hand the CPU straight over between the jail and the supervisor.
+	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS), unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+	var n seccompNotif
 	for {
-		var n seccompNotif
+		n = seccompNotif{}
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_RECV), uintptr(unsafe.Pointer(&n)))
 		switch errno {
 		case 0:
-		case unix.EINTR, unix.ENOENT:
+		case unix.EINTR:
+			continue
+		case unix.ENOENT:
+			// A caller gone before it was received, or every process of
+			// the jail gone: then the listener hangs up, and receiving
+			// fails at once, again and again.
+			if hungUp(s.fd) {
+				return
+			}
 			continue
 		default:
 			return
 		}
-		resp := seccompNotifResp{ID: n.ID}
-		if errno := s.decide(&n); errno == 0 {
-			resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
-		} else {
-			resp.Error = -int32(errno)
+		resp := seccompNotifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		var t traced
+		report := false
+		switch o := opOf(n.Nr); o {
+		case opExecve, opExecveat:
+			if len(s.deny) == 0 {
+				// Nothing to refuse: the kernel runs it or fails it.
+				report = s.trace != nil && s.traceExec(&n, o, &t)
+				break
+			}
+			inJail, errno := s.decide(&n, o)
+			if errno != 0 {
+				resp.Flags, resp.Error = 0, -int32(errno)
+			}
+			if inJail != "" {
+				t = traced{kind: learn.Exec, path: [2]string{inJail}, n: 1, errno: int(errno)}
+				report = s.trace != nil
+			}
+		default:
+			report = s.trace != nil && s.decodeTrace(&n, o, &t)
 		}
-		unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_SEND), uintptr(unsafe.Pointer(&resp)))
+		_, _, errno = unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_SEND), uintptr(unsafe.Pointer(&resp)))
+		// The answer reached a call still waiting: the memory and /proc
+		// entries read before it were the caller's (no pid reuse), as a
+		// SECCOMP_IOCTL_NOTIF_ID_VALID check would have told, one call
+		// fewer.
+		if report && errno == 0 {
+			t.report(int(n.Pid), s.trace)
+		}
 	}
 }
 
-// decide reads the exec's path and argv and matches them, returning 0 to
-// let the exec go on or the error it fails with. What cannot be read is
-// refused: a process that hides its exec from the supervisor does not get
-// to run it.
-func (s *supervisor) decide(n *seccompNotif) unix.Errno {
+// decide reads the exec's path and argv and matches them, returning the
+// path (as seen in the jail, "" when unreadable) and 0 to let the exec go
+// on or the error it fails with. What cannot be read is refused: a process
+// that hides its exec from the supervisor does not get to run it.
+func (s *supervisor) decide(n *seccompNotif, o op) (string, unix.Errno) {
 	pid := int(n.Pid)
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		return unix.EPERM
+	s.mem.pid = pid
+	defer s.mem.release()
+	argvPtr := n.Args[1]
+	if o == opExecveat {
+		argvPtr = n.Args[2]
 	}
-	defer mem.Close()
-	var pathPtr, argvPtr uint64
-	dirfd := int64(unix.AT_FDCWD)
-	var flags uint64
-	switch n.Nr {
-	case 59, 221: // execve (amd64, arm64)
-		pathPtr, argvPtr = n.Args[0], n.Args[1]
-	default: // execveat
-		dirfd, pathPtr, argvPtr, flags = int64(int32(n.Args[0])), n.Args[1], n.Args[2], n.Args[4]
+	inJail, ok := s.execPath(&s.mem, n, o)
+	argv, err := readArgv(&s.mem, argvPtr)
+	if !ok || err != nil || !s.valid(n.ID) {
+		return "", unix.EPERM
 	}
-	path, err1 := readCString(mem, pathPtr, 4096)
-	argv, err2 := readArgv(mem, argvPtr)
-	if err1 != nil || err2 != nil || !s.valid(n.ID) {
-		return unix.EPERM
-	}
-	// Where the executable is, seen from the host: through the process's
-	// root, relative to its working directory or to dirfd.
-	inJail := path
-	switch {
-	case path == "" && flags&unix.AT_EMPTY_PATH != 0:
-		inJail, _ = os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, dirfd))
-	case !filepath.IsAbs(path) && dirfd == unix.AT_FDCWD:
-		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		inJail = filepath.Join(cwd, path)
-	case !filepath.IsAbs(path):
-		dir, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, dirfd))
-		inJail = filepath.Join(dir, path)
+	if inJail == "" {
+		return "", unix.ENOENT
 	}
 	// A file that is not there fails with ENOENT from here, not from the
 	// kernel: answering "continue" would let a file created meanwhile run
 	// unchecked. (Shells try every PATH directory in turn.)
 	hostPath := fmt.Sprintf("/proc/%d/root%s", pid, inJail)
 	if _, err := os.Stat(hostPath); err != nil {
-		return unix.ENOENT
+		return inJail, unix.ENOENT
 	}
 	// The program is the file being run, whatever argv[0] claims: a
 	// denied program's copy or hard link is that program.
@@ -225,11 +251,11 @@ func (s *supervisor) decide(n *seccompNotif) unix.Errno {
 	}
 	norm := NormalizeArgv(append([]string{name}, args...))
 	if len(norm) == 0 {
-		return 0
+		return inJail, 0
 	}
 	denied, rule := MatchCommand(norm, s.deny, s.allow)
 	if !denied {
-		return 0
+		return inJail, 0
 	}
 	line := strings.Join(argv, " ")
 	// A shell tries each PATH directory in turn: one attempt, one entry.
@@ -244,7 +270,14 @@ func (s *supervisor) decide(n *seccompNotif) unix.Errno {
 	if s.log != nil && !repeat {
 		s.log.Write(proxy.Entry{Time: time.Now(), Session: s.session, Client: strconv.Itoa(pid), Method: "EXEC", Scheme: "exec", Host: norm[0], Path: line, Rule: "command.deny " + rule.String(), Verdict: "deny", Reason: "exec of " + inJail})
 	}
-	return unix.EPERM
+	return inJail, unix.EPERM
+}
+
+// hungUp reports whether the filter has no process left.
+func hungUp(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err == nil && n == 1 && p[0].Revents&unix.POLLHUP != 0
 }
 
 // valid reports whether the notification still refers to the same exec:
@@ -257,20 +290,30 @@ func (s *supervisor) valid(id uint64) bool {
 
 var errTooLong = errors.New("too long")
 
-func readCString(mem *os.File, addr uint64, max int) (string, error) {
-	var out []byte
-	buf := make([]byte, 256)
-	for len(out) < max {
-		n, err := mem.ReadAt(buf, int64(addr)+int64(len(out)))
+func readCString(mem io.ReaderAt, addr uint64, max int) (string, error) {
+	b, err := appendCString(nil, mem, addr, max)
+	return string(b), err
+}
+
+// appendCString appends the NUL-terminated string at addr to dst, reading
+// it in pieces straight into dst's spare room.
+func appendCString(dst []byte, mem io.ReaderAt, addr uint64, max int) ([]byte, error) {
+	start := len(dst)
+	for len(dst)-start < max {
+		if cap(dst)-len(dst) < 256 {
+			dst = append(dst[:cap(dst)], make([]byte, 256)...)[:len(dst)]
+		}
+		buf := dst[len(dst):cap(dst)]
+		n, err := mem.ReadAt(buf, int64(addr)+int64(len(dst)-start))
 		if n == 0 && err != nil {
-			return "", err
+			return dst[:start], err
 		}
 		if i := indexByte(buf[:n], 0); i >= 0 {
-			return string(append(out, buf[:i]...)), nil
+			return dst[:len(dst)+i], nil
 		}
-		out = append(out, buf[:n]...)
+		dst = dst[:len(dst)+n]
 	}
-	return "", errTooLong
+	return dst[:start], errTooLong
 }
 
 func indexByte(b []byte, c byte) int {
@@ -283,7 +326,7 @@ func indexByte(b []byte, c byte) int {
 }
 
 // readArgv reads a NULL-terminated array of string pointers.
-func readArgv(mem *os.File, addr uint64) ([]string, error) {
+func readArgv(mem io.ReaderAt, addr uint64) ([]string, error) {
 	var argv []string
 	total := 0
 	ptr := make([]byte, 8)
