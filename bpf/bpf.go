@@ -59,12 +59,11 @@ func PidNSInode(pid int) (uint32, error) {
 }
 
 // Start loads the probes and reports the syscalls of every process whose PID
-// namespace is pidnsInode or nested below it (see PidNSInode). The caller
-// must Close the tracer.
+// namespace is pidnsInode or nested below it (see PidNSInode). With 0 the
+// probes are loaded and attached but trace nothing until Target names the
+// namespace: loading takes tens of milliseconds and can be done before
+// the namespace exists. The caller must Close the tracer.
 func Start(pidnsInode uint32) (*Tracer, error) {
-	if pidnsInode == 0 {
-		return nil, errors.New("bpf: no target pid namespace")
-	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, wrapPerm("removing the memlock limit", err)
 	}
@@ -84,9 +83,9 @@ func Start(pidnsInode uint32) (*Tracer, error) {
 		return nil, wrapPerm("loading the probes", err)
 	}
 	t := &Tracer{coll: coll, events: make(chan Event, 1024), stop: make(chan struct{}), done: make(chan struct{})}
-	if err := coll.Maps["target_pidns"].Put(uint32(0), pidnsInode); err != nil {
+	if err := t.Target(pidnsInode); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("bpf: setting target pid namespace: %w", err)
+		return nil, err
 	}
 	for name, ps := range spec.Programs {
 		parts := strings.Split(ps.SectionName, "/")
@@ -111,6 +110,31 @@ func Start(pidnsInode uint32) (*Tracer, error) {
 	}
 	go t.read()
 	return t, nil
+}
+
+// Target makes the probes trace the PID namespace pidnsInode (and those
+// nested below it) from now on.
+func (t *Tracer) Target(pidnsInode uint32) error {
+	if err := t.coll.Maps["target_pidns"].Put(uint32(0), pidnsInode); err != nil {
+		return fmt.Errorf("bpf: setting target pid namespace: %w", err)
+	}
+	return nil
+}
+
+// Stop stops tracing and waits until the events already recorded have been
+// delivered; Events is closed then. Close must still be called.
+func (t *Tracer) Stop() {
+	t.Target(0)
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
+	if t.rd != nil {
+		// Records already in the ring are read before the reader sees
+		// ErrFlushed and ends.
+		t.rd.Flush()
+		<-t.done
+	}
 }
 
 // Events returns the channel of events. It is closed when the tracer is
@@ -142,7 +166,7 @@ func (t *Tracer) read() {
 	for {
 		rec, err := t.rd.Read()
 		if err != nil {
-			return // closed
+			return // closed, or drained after Stop
 		}
 		if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
 			continue

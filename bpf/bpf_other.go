@@ -30,3 +30,9 @@ func (t *Tracer) Events() <-chan Event { return nil }
 
 // Close does nothing on this platform.
 func (t *Tracer) Close() error { return nil }
+
+// Target does nothing on this platform.
+func (t *Tracer) Target(pidnsInode uint32) error { return ErrUnsupported }
+
+// Stop does nothing on this platform.
+func (t *Tracer) Stop() {}
