@@ -84,6 +84,10 @@ func (f *Facts) info(p string) PathInfo { return f.Paths[p] }
 // are recreated as symlinks.
 var systemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys/devices/system/cpu"}
 
+// SystemDirs are the system paths every jail may read: what a learning run
+// reads there needs no profile.
+func SystemDirs() []string { return append([]string(nil), systemPaths...) }
+
 // systemDeny are host files that must stay unreadable even though /etc is
 // visible; they matter most when jail runs as root.
 var systemDeny = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*key", "/etc/ssl/private", "/etc/security/opasswd", "/etc/sudoers", "/etc/sudoers.d"}
@@ -199,6 +203,10 @@ type Plan struct {
 	Seccomp    []seccomp.Rule
 	Env        EnvPlan
 	Net        *NetPlan // nil: loopback only, no proxy (--no-network)
+	// Mode is "learning" or "watch"; OverlayHome is then the home init
+	// shows through an overlay whose writes are thrown away.
+	Mode        string
+	OverlayHome string
 
 	// Secrets: the variables that became placeholders and where each may
 	// be injected; EnvFiles are .env files shown inside as masked copies.
@@ -253,6 +261,12 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup",
 		"--disable-userns", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL",
 		"--uid", fmt.Sprint(f.UID), "--gid", fmt.Sprint(f.GID), "--hostname", "jail",
+	}
+	if pol.Mode != "" {
+		// init mounts the home overlay in a mount namespace of its own,
+		// then drops these before anything else runs.
+		p.Mode, p.OverlayHome = pol.Mode, f.Home
+		p.Namespaces = append(p.Namespaces, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_DAC_OVERRIDE", "--cap-add", "CAP_SETPCAP")
 	}
 
 	switch {
@@ -315,6 +329,12 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		Op{Kind: "home", Dest: f.Home, Why: "throwaway home"},
 		Op{Kind: "ro-bind", Src: f.Exe, Dest: InitPath, Why: "jail init"},
 	)
+	if p.OverlayHome != "" {
+		base = append(base,
+			Op{Kind: "ro-bind", Src: f.Home, Dest: inside.OverlayLower, Why: "real home: the overlay's lower layer, covered by init"},
+			Op{Kind: "dir", Dest: inside.OverlayWork, Why: "the overlay's upper layer (memory)"},
+		)
+	}
 	p.Landlock = append(p.Landlock,
 		// Listing directories reveals only names the mount view already shows.
 		LandlockRule{Path: "/", Access: "list"},
@@ -590,6 +610,9 @@ func (p *Plan) String() string {
 		fmt.Fprintf(&b, "config      %s\n", s)
 	}
 	b.WriteString("namespaces  user pid ipc uts net(loopback only) cgroup; no capabilities; no new user namespaces\n")
+	if p.Mode != "" {
+		fmt.Fprintf(&b, "mode        %s: %s seen through an overlay whose writes are thrown away (init mounts it, then drops its capabilities); network unknown: allow, logged; every access traced\n", p.Mode, p.OverlayHome)
+	}
 	b.WriteString("\nfilesystem (bubblewrap, in order)\n")
 	for _, op := range p.Ops {
 		fmt.Fprintf(&b, "  %s\n", op)

@@ -72,6 +72,16 @@ func Main() {
 	if err := closeStrayFDs(); err != nil {
 		fail(125, err)
 	}
+	// Learning and watch modes: the real home through a throwaway overlay,
+	// mounted with the capabilities bubblewrap left for it, which go now.
+	if spec.OverlayHome != "" {
+		if err := overlayHome(spec.OverlayHome); err != nil {
+			fail(125, err)
+		}
+		if err := dropCapabilities(); err != nil {
+			fail(125, err)
+		}
+	}
 
 	// Signal handlers and the bridge's listeners are set up while Landlock
 	// and seccomp are applied; both must be ready before the fork. The
@@ -112,8 +122,8 @@ func Main() {
 		fail(125, fmt.Errorf("setting no_new_privs: %w", err))
 	}
 
-	if spec.ExecNotify {
-		if err := installExecFilter(); err != nil {
+	if spec.ExecNotify || spec.Trace {
+		if err := installNotifyFilter(spec.Trace); err != nil {
 			fail(125, err)
 		}
 	}

@@ -106,7 +106,3 @@ func installNotifyFilter(trace bool) error {
 	unix.Close(FDNotify)
 	return nil
 }
-
-// installExecFilter is installNotifyFilter without tracing, for an init
-// that does not trace yet.
-func installExecFilter() error { return installNotifyFilter(false) }

@@ -13,6 +13,14 @@ import (
 // jail: the jail binary itself, or the smaller jail-init installed beside it.
 const InitPath = "/run/jail/init"
 
+// Where bubblewrap binds the real home read-only for the overlay's lower
+// layer, and where init keeps the overlay's upper layer. Both are covered
+// or detached before the command starts.
+const (
+	OverlayLower = "/run/jail/home"
+	OverlayWork  = "/run/jail/overlay"
+)
+
 // LandlockRule grants an access class on a path inside the jail.
 type LandlockRule struct {
 	Path   string
