@@ -26,10 +26,14 @@ type Config struct {
 	Secrets     SecretsConfig    `json:"secrets,omitempty"`
 	Command     CommandConfig    `json:"command,omitempty"`
 	Env         EnvConfig        `json:"env,omitempty"`
+	// Learned records what a learning run saw; it informs, it grants nothing.
+	Learned LearnedConfig `json:"learned,omitempty"`
 
 	// Project marks the project's own jail.json among the layers: what it
 	// widens needs the user's trust.
 	Project bool `json:"-"`
+	// FromLearning marks a profile jail --learning wrote for the command.
+	FromLearning bool `json:"-"`
 
 	// File is the file the layer came from ("" for the command line); Dir
 	// is the directory its relative paths are relative to.
@@ -72,6 +76,15 @@ type CommandConfig struct {
 type EnvConfig struct {
 	Pass []string          `json:"pass,omitempty" noun:"variable names"`
 	Set  map[string]string `json:"set,omitempty" noun:"a string" mapnoun:"strings"`
+}
+
+// LearnedConfig is the record a learning run leaves in the profile it
+// writes (jail --learning): for the reader, never for enforcement.
+type LearnedConfig struct {
+	Command    string   `json:"command,omitempty" noun:"a string"`
+	Tracer     string   `json:"tracer,omitempty" noun:"a string"`
+	Programs   []string `json:"programs,omitempty" noun:"paths"`
+	KeptDenied []string `json:"keptDenied,omitempty" noun:"strings"`
 }
 
 // ConfigError is a problem in a config file, with its position.

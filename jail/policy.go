@@ -19,6 +19,9 @@ type Options struct {
 	Secrets    []string // --secret VAR
 	BestEffort bool
 	Debug      bool
+	// Mode is "learning" or "watch" (SPEC §4): the real home through a
+	// throwaway overlay, the network open but logged, every access traced.
+	Mode string
 
 	AllowDomain []string // --allow-domain HOST[:PORT]
 	DenyDomain  []string // --deny-domain HOST
@@ -45,6 +48,7 @@ type Policy struct {
 	SecretNames []string // --secret
 	BestEffort  bool
 	NoNetwork   bool
+	Mode        string // "", "learning" or "watch"
 	Publish     []int
 	Forward     []int
 	// Registries are the package registry hosts of the command's toolchain,
@@ -144,6 +148,18 @@ func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(strin
 	if err != nil {
 		return nil, "", err
 	}
+	// What a learning run found for this program, unless this run is
+	// itself learning or watching (it must see everything afresh).
+	if lp := LearnedPath(home, getenv, argv); lp != "" && opts.Mode == "" {
+		if _, err := os.Stat(lp); err == nil {
+			c, err := LoadConfigFile(lp, lp)
+			if err != nil {
+				return nil, "", fmt.Errorf("%w (the profile jail --learning wrote; fix or delete it)", err)
+			}
+			c.FromLearning = true
+			prof = append(prof, c)
+		}
+	}
 	userLayers := 0
 	if len(layers) > 0 && layers[0].File == filepath.Join(UserConfigDir(home, getenv), "config.json") {
 		userLayers = 1
@@ -181,7 +197,7 @@ func displayPath(path, cwd string) string {
 // maps are merged with later layers winning, relative paths are taken
 // against each layer's own directory and ~ against home.
 func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error) {
-	p := &Policy{ProjectRoot: root, BestEffort: opts.BestEffort, NoNetwork: opts.NoNetwork, Publish: opts.Publish, Forward: opts.Forward}
+	p := &Policy{ProjectRoot: root, BestEffort: opts.BestEffort, NoNetwork: opts.NoNetwork, Publish: opts.Publish, Forward: opts.Forward, Mode: opts.Mode}
 	for _, c := range layers {
 		if name, ok := strings.CutPrefix(c.File, "profile:"); ok {
 			p.Profiles = append(p.Profiles, name)
@@ -220,6 +236,11 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 		p.Extends = union(p.Extends, c.Extends)
 	}
 	p.SecretNames = union(nil, opts.Secrets)
+	if p.Mode != "" {
+		// Learning and watching block nothing unknown on the network; the
+		// proxy still logs every request, and deny rules still hold.
+		p.Network.Unknown = "allow"
+	}
 	if p.Network.Unknown == "" {
 		p.Network.Unknown = "deny"
 	}

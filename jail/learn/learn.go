@@ -85,22 +85,31 @@ var privateDirs = []string{"/proc", "/dev", "/tmp", "/sys"}
 var appParents = []string{".config", ".cache", ".local/share", ".local/state"}
 
 // secretHomeDirs and secretHomeFiles are home-relative secret locations.
+// They mirror the credential stores the jail masks (a test in package jail
+// keeps the two lists together): what is reported "kept denied" is what
+// the jail really keeps from the command.
 var (
-	secretHomeDirs  = []string{".ssh", ".aws", ".gnupg", ".kube", ".docker"}
-	secretHomeFiles = []string{".netrc", ".git-credentials", ".npmrc", ".pypirc", ".config/gh/hosts.yml"}
+	secretHomeDirs = []string{".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", ".config/gcloud",
+		".password-store", ".local/share/keyrings", ".config/jail/ca", ".local/state/jail"}
+	secretHomeFiles = []string{".netrc", ".git-credentials", ".npmrc", ".pypirc", ".cargo/credentials",
+		".cargo/credentials.toml", ".config/gh/hosts.yml"}
 )
+
+// errEEXIST is EEXIST on every Linux architecture.
+const errEEXIST = 17
 
 // Synthesize turns a learning run's events and proxy log into a report.
 //
 // Path rules, in order, for each event with an absolute path:
 //  1. paths under Facts.SystemDirs, /proc, /dev, /tmp, /sys are left out;
-//  2. secret paths (~/.ssh/**, ~/.aws/**, ~/.gnupg/**, ~/.kube/**,
-//     ~/.docker/**, ~/.netrc, ~/.git-credentials, ~/.npmrc, ~/.pypirc,
-//     ~/.config/gh/hosts.yml, and anywhere: .env, .env.*, *.pem, *.key) go
-//     to KeptDenied, never to the profile, whatever the Errno;
+//  2. secret paths (the credential stores the jail masks: ~/.ssh/**,
+//     ~/.aws/**, ~/.gnupg/**, ~/.netrc, ~/.npmrc… see secretHomeDirs and
+//     secretHomeFiles; and anywhere: .env, .env.*) go to KeptDenied, never
+//     to the profile, whatever the Errno;
 //  3. the project (and anything in it), $HOME itself and strict ancestors
 //     of the project or home are left out;
-//  4. failed reads are dropped; failed writes are kept;
+//  4. failed reads are dropped; failed writes are kept, except a mkdir or
+//     exclusive create that failed with EEXIST, which only probed;
 //  5. home paths collapse: ~/.config/<app>/… → ~/.config/<app> (likewise
 //     ~/.cache, ~/.local/share, ~/.local/state; the parents themselves are
 //     never proposed), ~/.local/<dir>/… → ~/.local/<dir>, ~/.<entry>/… →
@@ -131,6 +140,11 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 			continue
 		}
 		write := ev.Write || ev.Kind == Create || ev.Kind == Mkdir || ev.Kind == Unlink || ev.Kind == Rename
+		if ev.Errno == errEEXIST && (ev.Kind == Mkdir || ev.Kind == Create) {
+			// mkdir -p and O_EXCL creates probe for what exists: that
+			// needs no write access.
+			write = false
+		}
 		if ev.Kind == Exec && ev.Errno == 0 && !isSecret(p, home) {
 			programs[p] = true
 		}
@@ -262,9 +276,13 @@ func homeRel(p, home string) (string, bool) {
 	return p[len(home)+1:], true
 }
 
+// IsSecret reports whether p is a secret path learning never proposes
+// (see Synthesize).
+func IsSecret(p, home string) bool { return isSecret(cleanAbs(p), cleanAbs(home)) }
+
 func isSecret(p, home string) bool {
 	base := path.Base(p)
-	if base == ".env" || strings.HasPrefix(base, ".env.") || strings.HasSuffix(base, ".pem") || strings.HasSuffix(base, ".key") {
+	if base == ".env" || strings.HasPrefix(base, ".env.") {
 		return true
 	}
 	rel, ok := homeRel(p, home)
@@ -397,6 +415,43 @@ func (p Profile) JSON() []byte {
 		Description: description,
 		Filesystem:  fs{AllowRead: sorted(p.AllowRead), AllowWrite: sorted(p.AllowWrite)},
 		Network:     network{Allow: sorted(p.Domains)},
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		panic(err) // only strings: cannot fail
+	}
+	return append(b, '\n')
+}
+
+// File renders the report as the profile jail --learning writes: the
+// jail.json fragment of Profile.JSON plus a "learned" record of the
+// command, the tracer, the programs run and what was kept denied, which
+// informs the reader and grants nothing.
+func (r Report) File(command, tracer string) []byte {
+	type fs struct {
+		AllowRead  []string `json:"allowRead"`
+		AllowWrite []string `json:"allowWrite"`
+	}
+	type network struct {
+		Allow []string `json:"allow"`
+	}
+	type record struct {
+		Command    string   `json:"command"`
+		Tracer     string   `json:"tracer"`
+		Programs   []string `json:"programs"`
+		KeptDenied []string `json:"keptDenied"`
+	}
+	p := r.Profile
+	doc := struct {
+		Description string  `json:"description"`
+		Filesystem  fs      `json:"filesystem"`
+		Network     network `json:"network"`
+		Learned     record  `json:"learned"`
+	}{
+		Description: description,
+		Filesystem:  fs{AllowRead: sorted(p.AllowRead), AllowWrite: sorted(p.AllowWrite)},
+		Network:     network{Allow: sorted(p.Domains)},
+		Learned:     record{Command: command, Tracer: tracer, Programs: sorted(p.Programs), KeptDenied: sorted(r.KeptDenied)},
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

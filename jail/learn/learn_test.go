@@ -113,8 +113,8 @@ func TestSynthesize(t *testing.T) {
 				{Kind: Open, Path: "/home/u/.config/gh/config.yml"},
 				{Kind: Open, Path: "/home/u/src/proj/.env"},
 				{Kind: Open, Path: "/home/u/src/other/.env.local"},
-				{Kind: Open, Path: "/home/u/certs/server.pem"},
-				{Kind: Exec, Path: "/home/u/bin/signing.key"},
+				{Kind: Open, Path: "/home/u/.azure/accessTokens.json"},
+				{Kind: Exec, Path: "/home/u/.cargo/credentials.toml"},
 				{Kind: Open, Path: "/etc/ssl/certs/ca.pem"}, // system: already allowed, not a secret of the user
 				{Kind: Open, Path: "/home/u/.environment"},  // not .env
 			},
@@ -122,6 +122,7 @@ func TestSynthesize(t *testing.T) {
 				Profile: Profile{AllowRead: []string{"~/.config/gh", "~/.environment"}},
 				KeptDenied: []string{
 					"tried to read ~/.aws/credentials: kept denied",
+					"tried to read ~/.azure/accessTokens.json: kept denied",
 					"tried to read ~/.config/gh/hosts.yml: kept denied",
 					"tried to read ~/.git-credentials: kept denied",
 					"tried to read ~/.gnupg/pubring.kbx: kept denied",
@@ -131,13 +132,22 @@ func TestSynthesize(t *testing.T) {
 					"tried to read ~/.pypirc: kept denied",
 					"tried to read ~/.ssh/id_ed25519: kept denied",
 					"tried to read ~/.ssh/known_hosts: kept denied",
-					"tried to read ~/certs/server.pem: kept denied",
 					"tried to read ~/src/other/.env.local: kept denied",
 					"tried to read ~/src/proj/.env: kept denied",
-					"tried to run ~/bin/signing.key: kept denied",
+					"tried to run ~/.cargo/credentials.toml: kept denied",
 					"tried to write ~/.docker/config.json: kept denied",
 				},
 			},
+		},
+		{
+			name: "mkdir -p and O_EXCL probes of what exists are no writes",
+			events: []Event{
+				{Kind: Mkdir, Path: "/home/u/.cache", Errno: 17},
+				{Kind: Mkdir, Path: "/home/u/.local/share/app", Errno: 17},
+				{Kind: Create, Path: "/home/u/.config/app/lock", Write: true, Errno: 17},
+				{Kind: Mkdir, Path: "/home/u/.cache/app"},
+			},
+			want: Report{Profile: Profile{AllowWrite: []string{"~/.cache/app"}}},
 		},
 		{
 			name: "secret read then written reported once as write",
@@ -253,6 +263,7 @@ func TestScriptedTrace(t *testing.T) {
 	}
 	golden(t, "scripted.json.golden", r.Profile.JSON())
 	golden(t, "scripted.summary.golden", []byte(r.Summary()))
+	golden(t, "scripted.file.golden", r.File("tool", "ebpf"))
 }
 
 func TestEmptyJSON(t *testing.T) {

@@ -1,0 +1,91 @@
+package jail
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jailsh/jail/jail/learn"
+)
+
+// What learning reports "kept denied" must be what the jail masks: every
+// credential store of homeDeny is a secret to learn, at its root and below.
+func TestLearnSecretsAreTheMasks(t *testing.T) {
+	home := "/home/u"
+	for _, pat := range homeDeny {
+		p := filepath.Join(home, strings.TrimSuffix(pat, "/**"))
+		if !learn.IsSecret(p, home) {
+			t.Errorf("%s is masked by the jail but learning would propose it", p)
+		}
+		if strings.HasSuffix(pat, "/**") && !learn.IsSecret(p+"/x/y", home) {
+			t.Errorf("%s/x/y is masked by the jail but learning would propose it", p)
+		}
+	}
+}
+
+// The profile a learning run writes is a config jail accepts, and the
+// "learned" record grants nothing.
+func TestLearnedFileIsAConfig(t *testing.T) {
+	ev := []learn.Event{
+		{Kind: learn.Open, Path: "/home/u/.config/tool/settings"},
+		{Kind: learn.Mkdir, Path: "/home/u/.cache/tool"},
+		{Kind: learn.Exec, Path: "/usr/bin/python3"},
+		{Kind: learn.Open, Path: "/home/u/.ssh/id_ed25519"},
+	}
+	r := learn.Synthesize(ev, []learn.Request{{Host: "127.0.0.1", Port: 8080, Allowed: true}}, learn.Facts{Home: "/home/u", Project: "/home/u/src/p", SystemDirs: SystemDirs()})
+	c, err := ParseConfig(r.File("tool", TracerEBPF), "tool.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Filesystem.AllowRead, ","); got != "~/.config/tool" {
+		t.Errorf("allowRead %q", got)
+	}
+	if got := strings.Join(c.Filesystem.AllowWrite, ","); got != "~/.cache/tool" {
+		t.Errorf("allowWrite %q", got)
+	}
+	if got := strings.Join(c.Network.Allow, ","); got != "127.0.0.1:8080" {
+		t.Errorf("network.allow %q", got)
+	}
+	if c.Learned.Tracer != TracerEBPF || len(c.Learned.Programs) != 1 || len(c.Learned.KeptDenied) != 1 {
+		t.Errorf("learned record %+v", c.Learned)
+	}
+}
+
+// Later runs of the program find the learned profile as a layer; learning
+// and watch runs do not.
+func TestLearnedLayer(t *testing.T) {
+	home := t.TempDir()
+	project := filepath.Join(home, "p")
+	os.MkdirAll(project, 0o755)
+	getenv := func(string) string { return "" }
+	argv := []string{"./tool", "x"}
+	lp := LearnedPath(home, getenv, argv)
+	if lp != filepath.Join(home, ".config/jail/learned/tool.json") {
+		t.Fatalf("LearnedPath = %s", lp)
+	}
+	os.MkdirAll(filepath.Dir(lp), 0o700)
+	os.WriteFile(lp, []byte(`{"filesystem": {"allowRead": ["~/.config/tool"]}, "learned": {"tracer": "ebpf"}}`), 0o600)
+	has := func(opts Options) bool {
+		layers, _, err := LoadLayers(opts, argv, project, home, getenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range layers {
+			if l.FromLearning {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(Options{}) {
+		t.Error("a plain run does not use the learned profile")
+	}
+	if has(Options{Mode: "learning"}) || has(Options{Mode: "watch"}) {
+		t.Error("a learning or watch run uses the learned profile")
+	}
+	os.WriteFile(lp, []byte(`{"filesystem": {"allowRead": 3}}`), 0o600)
+	if _, _, err := LoadLayers(Options{}, argv, project, home, getenv); err == nil || !strings.Contains(err.Error(), "jail --learning wrote") {
+		t.Errorf("a broken learned profile: %v", err)
+	}
+}
