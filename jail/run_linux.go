@@ -51,11 +51,31 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, sy
 // init applies Landlock and seccomp and runs the command. It returns the
 // command's exit code, or an *ExitError when the jail could not be built.
 func Run(plan *Plan, stderr io.Writer) (int, error) {
+	return RunObserved(plan, stderr, nil)
+}
+
+// RunObserved is Run with an observer, which a learning or watch plan
+// needs: every access the command makes is traced into obs. The command
+// never starts unless the tracer runs.
+func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	bwrap, err := FindBwrap()
 	if err != nil {
 		return 125, &ExitError{125, err}
 	}
-	spec := inside.InitSpec{Argv: plan.Argv, Env: plan.Env.Env, Dir: plan.Cwd, LandlockV: plan.LandlockV, Landlock: plan.Landlock}
+	if plan.Mode != "" && obs == nil {
+		return 125, &ExitError{125, fmt.Errorf("%s mode needs an observer", plan.Mode)}
+	}
+	spec := inside.InitSpec{Argv: plan.Argv, Env: plan.Env.Env, Dir: plan.Cwd, LandlockV: plan.LandlockV, Landlock: plan.Landlock, OverlayHome: plan.OverlayHome}
+	if obs != nil {
+		if err := obs.Start(); err != nil {
+			return 125, &ExitError{125, err}
+		}
+		defer obs.stop()
+		// init waits for the host's go-ahead: the tracer must be aimed at
+		// the jail before the command's first syscall.
+		spec.WaitProxy = true
+		spec.Trace = obs.Used == TracerSeccomp
+	}
 	if len(plan.Seccomp) > 0 {
 		prog, err := seccomp.Program(plan.Seccomp)
 		if err != nil {
@@ -110,6 +130,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 		return 125, &ExitError{125, fmt.Errorf("creating pipes: %w", err)}
 	}
 	argv := []string{bwrap, "--args", fmt.Sprint(inside.FDArgs), InitPath, "init"}
+	var infoR *os.File
 	// Descriptors 0..7 of bubblewrap (and so of init): stdin, stdout,
 	// bubblewrap's stderr, then spec, status, control, the caller's stderr
 	// for the command, and bubblewrap's arguments.
@@ -120,7 +141,7 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	var sup *supervisor
 	var notifyHost *os.File
 	var closeAfterFork []*os.File
-	if len(plan.CommandDeny) > 0 {
+	if len(plan.CommandDeny) > 0 || spec.Trace {
 		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return 125, &ExitError{125, fmt.Errorf("creating the supervisor socket: %w", err)}
@@ -136,7 +157,26 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 			defer log.Close()
 		}
 		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, inside.EnvValue(plan.Env.Env, "PATH"), plan.Session, log)
-		spec.ExecNotify = true
+		if spec.Trace {
+			sup.trace = obs.add
+		}
+		spec.ExecNotify = len(plan.CommandDeny) > 0
+	}
+	// eBPF: bubblewrap reports the jail's first PID on an info pipe, the
+	// probes are aimed at its PID namespace.
+	if obs != nil && obs.ebpf != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return 125, &ExitError{125, fmt.Errorf("creating pipes: %w", err)}
+		}
+		infoR = r
+		defer infoR.Close()
+		for len(files) < fdInfo {
+			files = append(files, ^uintptr(0)) // closed in bubblewrap
+		}
+		files = append(files, w.Fd())
+		closeAfterFork = append(closeAfterFork, w)
+		argv = append([]string{bwrap, "--info-fd", fmt.Sprint(fdInfo)}, argv[1:]...)
 	}
 
 	// A jailed interactive shell takes the terminal's foreground for its
@@ -201,11 +241,23 @@ func Run(plan *Plan, stderr io.Writer) (int, error) {
 	// The proxy starts while bubblewrap builds the jail; init waits for
 	// its 0 byte before starting the command, and gets EOF if it failed.
 	netReady := make(chan error, 1)
-	if ns != nil {
-		go func() { netReady <- ns.serve(plan.Net, plan.Session, secrets) }()
-	} else {
+	go func() {
+		if infoR != nil {
+			pid, err := childPid(infoR)
+			if err == nil {
+				err = obs.target(pid)
+			}
+			if err != nil {
+				netReady <- fmt.Errorf("starting the eBPF tracer: %w", err)
+				return
+			}
+		}
+		if ns != nil {
+			netReady <- ns.serve(plan.Net, plan.Session, secrets)
+			return
+		}
 		netReady <- nil
-	}
+	}()
 	var netErr error
 	var ws syscall.WaitStatus
 	var pending []byte // signals that arrive before the proxy is up
@@ -218,7 +270,7 @@ loop:
 				controlW.Close()
 				continue
 			}
-			if ns != nil {
+			if spec.WaitProxy {
 				controlW.Write([]byte{0})
 			}
 			controlW.Write(pending)
@@ -246,7 +298,13 @@ loop:
 			fmt.Fprintf(stderr, "jail: %s\n", line)
 		}
 	}
+	if obs != nil {
+		obs.stop() // the events still in flight
+	}
 	if netErr != nil {
+		if !st.Started && st.Error == "" && bwrapErr.Len() > 0 {
+			return 125, &ExitError{125, bwrapFailure(bwrapErr.String(), ws)}
+		}
 		return 125, &ExitError{125, netErr}
 	}
 	if st.Error != "" {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+
+	"github.com/jailsh/jail/jail/learn"
 )
 
 // ExitError is a failure of jail itself that carries jail's exit code.
@@ -33,3 +35,21 @@ func FindBwrap() (string, error) { return "", errPlatform }
 
 // Run fails off Linux.
 func Run(plan *Plan, stderr io.Writer) (int, error) { return 125, &ExitError{125, errPlatform} }
+
+// Observer traces learning and watch runs, on Linux only.
+type Observer struct {
+	Want           string
+	OnEvent        func(learn.Event)
+	Used, Fallback string
+}
+
+// Start fails: there is no tracer on this platform.
+func (o *Observer) Start() error { return errPlatform }
+
+// Events returns nothing on this platform.
+func (o *Observer) Events() []learn.Event { return nil }
+
+// RunObserved fails: jail runs commands on Linux only.
+func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
+	return 125, &ExitError{125, errPlatform}
+}

@@ -59,6 +59,9 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		opts        jail.Options
 		shellString string
 		showVersion bool
+		learning    bool
+		watch       bool
+		yes         bool
 	)
 	fs.StringVarP(&opts.Settings, "settings", "s", "", "extra config `FILE` layered over jail.json")
 	fs.StringSliceVar(&opts.Profiles, "profile", nil, "apply profiles `a,b` instead of the one named after the command")
@@ -73,6 +76,9 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	fs.IntSliceVarP(&opts.Publish, "publish", "p", nil, "let the host connect to `PORT` the jailed command listens on (repeatable)")
 	fs.IntSliceVarP(&opts.Forward, "forward", "f", nil, "let the jailed command reach the host's localhost `PORT` (repeatable)")
 	fs.BoolVar(&opts.BestEffort, "best-effort", false, "run even when the kernel lacks a protection, saying which")
+	fs.BoolVar(&learning, "learning", false, "run once with the real home behind a throwaway overlay and the network open, trace every access, and write a least-privilege profile")
+	fs.BoolVar(&watch, "watch", false, "trace every access without blocking the network; stream it to jail log, write nothing")
+	fs.BoolVarP(&yes, "yes", "y", false, "with --learning: merge the learned profile into jail.json without asking")
 	fs.BoolVarP(&opts.Debug, "debug", "d", false, "print the plan before running")
 	fs.StringVarP(&shellString, "command", "c", "", "run `STRING` with /bin/sh -c")
 	fs.BoolVar(&showVersion, "version", false, "print the version")
@@ -90,6 +96,15 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "jail %s\n", version)
 		return 0
 	}
+	switch {
+	case learning && watch:
+		fmt.Fprintln(stderr, "jail: --learning and --watch exclude each other; pick one")
+		return 125
+	case learning:
+		opts.Mode = "learning"
+	case watch:
+		opts.Mode = "watch"
+	}
 	argv := fs.Args()
 	if fs.Changed("command") {
 		if len(argv) > 0 {
@@ -103,7 +118,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		return 125
 	}
 
-	plan, untrusted, err := makePlan(opts, argv)
+	plan, untrusted, info, err := makePlan(opts, argv)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
@@ -129,6 +144,12 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	}
 	for _, g := range plan.GaveUp {
 		fmt.Fprintf(stderr, "jail: --best-effort: running without %s\n", g)
+	}
+	if plan.Mode != "" {
+		return observed(plan, info, yes, stderr)
+	}
+	if info.learned != "" {
+		announceLearned(info.home, info.learned, stderr)
 	}
 	code, err := jail.Run(plan, stderr)
 	if err != nil {
@@ -174,15 +195,22 @@ func askTrust(u *untrustedConfig, stderr io.Writer) bool {
 	return true
 }
 
+// planInfo is what the CLI keeps of planning besides the plan.
+type planInfo struct {
+	home, root    string
+	projectConfig string // the project's jail.json, "" when it has none
+	learned       string // the learned profile layered in, if any
+}
+
 // makePlan resolves the policy for this directory and plans the jail.
-func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, error) {
+func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *planInfo, error) {
 	home, err := jail.HomeDir()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the working directory: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading the working directory: %w", err)
 	}
 	if r, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = r
@@ -192,13 +220,18 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, e
 	}
 	layers, root, err := jail.LoadLayers(opts, argv, cwd, home, os.Getenv)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	info := &planInfo{home: home, root: root}
 	// A project jail.json may come from a stranger: what it widens needs
 	// the user's trust (SPEC §2.4).
 	var untrusted *untrustedConfig
 	for _, l := range layers {
+		if l.FromLearning {
+			info.learned = l.File
+		}
 		if l.Project {
+			info.projectConfig = l.File
 			if w := jail.Widening(l, root, home); len(w) > 0 && !jail.IsTrusted(l.File, home, os.Getenv) {
 				untrusted = &untrustedConfig{path: l.File, widening: w, home: home}
 			}
@@ -207,17 +240,17 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, e
 
 	pol, err := jail.Resolve(layers, root, home, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !pol.NoNetwork {
 		pol.Registries = jail.RegistryHosts(argv, root, home, os.Getenv)
 	}
 	facts, err := jail.Gather(pol, home, cwd)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	plan, err := jail.Build(pol, facts, argv)
-	return plan, untrusted, err
+	return plan, untrusted, info, err
 }
 
 // reportCreated warns about delayed-escape paths the command created.

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/learn"
+	"github.com/jailsh/jail/proxy"
+	"golang.org/x/sys/unix"
+)
+
+// observed runs a learning or watch plan (SPEC §4) and reports what the
+// command did: a learned profile written and offered for merging, or, in
+// watch mode, the events streamed to the decision log and a summary.
+func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
+	obs := &jail.Observer{Want: os.Getenv("JAIL_TRACER")}
+	var log *proxy.Log
+	if plan.Mode == "watch" {
+		var err error
+		if log, err = proxy.OpenLog(plan.StateDir); err != nil {
+			fmt.Fprintf(stderr, "jail: watch mode streams to the decision log: %v\n", err)
+			return 125
+		}
+		defer log.Close()
+		obs.OnEvent = func(e learn.Event) { log.Write(watchEntry(e, plan.Session, info.home)) }
+	}
+	if err := obs.Start(); err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		return 125
+	}
+	verb := map[string]string{"learning": "learning", "watch": "watching"}[plan.Mode]
+	if obs.Fallback != "" {
+		fmt.Fprintf(stderr, "jail: %s (tracer: seccomp; eBPF unavailable: %s)\n", verb, obs.Fallback)
+	} else {
+		fmt.Fprintf(stderr, "jail: %s (tracer: %s)\n", verb, obs.Used)
+	}
+
+	code, err := jail.RunObserved(plan, stderr, obs)
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		if ee, ok := err.(*jail.ExitError); ok {
+			return ee.Code
+		}
+		return 125
+	}
+	reportCreated(plan, stderr)
+
+	events := obs.Events()
+	reqs := sessionRequests(plan)
+	report := learn.Synthesize(events, reqs, learn.Facts{Home: info.home, Project: plan.ProjectRoot, SystemDirs: jail.SystemDirs()})
+	if plan.Mode == "watch" {
+		files, execs := 0, 0
+		for _, e := range events {
+			if e.Kind == learn.Exec {
+				execs++
+			} else {
+				files++
+			}
+		}
+		fmt.Fprint(stderr, indent(report.Summary()))
+		fmt.Fprintf(stderr, "jail: watched %d file accesses, %d execs and %d network requests (nothing written); see jail log --session %s\n", files, execs, len(reqs), plan.Session)
+		return code
+	}
+
+	name := jail.LearnedName(plan.Argv)
+	path := jail.LearnedPath(info.home, os.Getenv, plan.Argv)
+	fmt.Fprint(stderr, indent(report.Summary()))
+	if path == "" {
+		fmt.Fprintln(stderr, "jail: the command has no name to file a learned profile under; nothing written")
+		return code
+	}
+	if err := writeFileAtomic(path, report.File(name, obs.Used), 0o600); err != nil {
+		fmt.Fprintf(stderr, "jail: writing the learned profile: %v\n", err)
+		return code
+	}
+	forgetAnnounced(info.home, path)
+	fmt.Fprintf(stderr, "jail: learned profile written to %s (later runs of %s use it)\n", path, name)
+	offerMerge(report.Profile, info, yes, stderr)
+	return code
+}
+
+// offerMerge merges the learned profile into the project's jail.json
+// when the user says so (--yes, or yes at the prompt on a terminal).
+func offerMerge(p learn.Profile, info *planInfo, yes bool, stderr io.Writer) {
+	target := info.projectConfig
+	if target == "" {
+		target = filepath.Join(info.root, "jail.json")
+	}
+	existing, err := os.ReadFile(target)
+	if err != nil && !os.IsNotExist(err) {
+		fmt.Fprintf(stderr, "jail: not merged: %v\n", err)
+		return
+	}
+	merged, err := learn.Merge(existing, p)
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: not merged into %s: %v\n", target, err)
+		return
+	}
+	if bytes.Equal(merged, existing) {
+		fmt.Fprintf(stderr, "jail: %s already allows all of it\n", target)
+		return
+	}
+	if !yes {
+		if !isTerminal(0) || !isTerminal(2) {
+			fmt.Fprintf(stderr, "jail: not merged into %s (no terminal to ask); rerun with --yes to merge\n", target)
+			return
+		}
+		fmt.Fprintf(stderr, "Merge it into %s? [y/N] ", target)
+		var answer string
+		fmt.Fscanln(os.Stdin, &answer)
+		if answer != "y" && answer != "Y" && answer != "yes" {
+			fmt.Fprintln(stderr, "jail: not merged")
+			return
+		}
+	}
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(target); err == nil {
+		mode = st.Mode().Perm()
+	}
+	if err := writeFileAtomic(target, merged, mode); err != nil {
+		fmt.Fprintf(stderr, "jail: merging: %v\n", err)
+		return
+	}
+	// The user just approved these entries: the file as it is now is
+	// theirs to trust.
+	if err := jail.Trust(target, info.home, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "jail: merged into %s, but recording trust failed: %v\n", target, err)
+		return
+	}
+	fmt.Fprintf(stderr, "jail: merged into %s\n", target)
+}
+
+// sessionRequests reads the proxy's decisions of this run.
+func sessionRequests(plan *jail.Plan) []learn.Request {
+	var reqs []learn.Request
+	proxy.ReadLog(plan.StateDir, func(e proxy.Entry) bool {
+		if e.Session != plan.Session {
+			return true
+		}
+		switch e.Scheme {
+		case "file", "exec", "connect":
+			return true // tracer and supervisor entries, not requests
+		}
+		reqs = append(reqs, learn.Request{Host: e.Host, Port: e.Port, Allowed: e.Verdict == "allow"})
+		return true
+	})
+	return reqs
+}
+
+// watchEntry is one traced access as a decision-log line.
+func watchEntry(e learn.Event, session, home string) proxy.Entry {
+	en := proxy.Entry{Time: time.Now(), Session: session, Client: strconv.Itoa(e.Pid), Scheme: "file", Path: e.Path, Verdict: "allow", Rule: "watch"}
+	switch e.Kind {
+	case learn.Open, learn.Create:
+		en.Method = "READ"
+		if e.Write {
+			en.Method = "WRITE"
+		}
+	case learn.Mkdir:
+		en.Method = "MKDIR"
+	case learn.Unlink:
+		en.Method = "UNLINK"
+	case learn.Rename:
+		en.Method = "RENAME"
+	case learn.Exec:
+		en.Scheme, en.Method = "exec", "EXEC"
+	case learn.Connect:
+		en.Scheme, en.Method = "connect", "CONNECT"
+		if e.Addr != "" {
+			en.Path = e.Addr
+		}
+	}
+	switch {
+	case e.Path != "" && learn.IsSecret(e.Path, home):
+		en.Verdict, en.Reason = "deny", "secret: masked, kept denied"
+	case e.Errno != 0:
+		en.Verdict, en.Reason = "error", unix.ErrnoName(unix.Errno(e.Errno))
+	}
+	return en
+}
+
+// indent prefixes the report's lines so they read as jail's.
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("jail:   " + l)
+		}
+	}
+	return b.String()
+}
+
+// writeFileAtomic replaces path with data: a crash leaves the old file
+// or the new one, never half of either.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// announcedFile records which learned profiles jail has said it uses.
+func announcedFile(home string) string {
+	return filepath.Join(jail.StateDir(home, os.Getenv), "learned-announced.json")
+}
+
+// announceLearned says once per learned profile that a run uses it.
+func announceLearned(home, path string, stderr io.Writer) {
+	seen := map[string]string{}
+	b, _ := os.ReadFile(announcedFile(home))
+	json.Unmarshal(b, &seen)
+	st, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	stamp := st.ModTime().UTC().Format(time.RFC3339Nano)
+	if seen[path] == stamp {
+		return
+	}
+	fmt.Fprintf(stderr, "jail: using learned profile %s\n", path)
+	seen[path] = stamp
+	if out, err := json.Marshal(seen); err == nil {
+		writeFileAtomic(announcedFile(home), out, 0o600)
+	}
+}
+
+// forgetAnnounced makes the next run say again that it uses path.
+func forgetAnnounced(home, path string) {
+	seen := map[string]string{}
+	b, err := os.ReadFile(announcedFile(home))
+	if err != nil || json.Unmarshal(b, &seen) != nil {
+		return
+	}
+	delete(seen, path)
+	if out, err := json.Marshal(seen); err == nil {
+		writeFileAtomic(announcedFile(home), out, 0o600)
+	}
+}

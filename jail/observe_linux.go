@@ -1,0 +1,178 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/jailsh/jail/bpf"
+	"github.com/jailsh/jail/jail/learn"
+	"golang.org/x/sys/unix"
+)
+
+// Observer watches a learning or watch run (SPEC §4): every file access,
+// exec and connect of every process in the jail.
+type Observer struct {
+	// Want is the tracer asked for: "" picks eBPF and falls back to the
+	// seccomp tracer when eBPF cannot run; TracerEBPF or TracerSeccomp
+	// insist on one.
+	Want string
+	// OnEvent, when set, is called for each event as it happens (watch
+	// mode streams them to the log). It must not block for long.
+	OnEvent func(learn.Event)
+
+	// Used is the tracer that ran; Fallback says why it is not eBPF.
+	Used, Fallback string
+
+	mu     sync.Mutex
+	events []learn.Event
+	ebpf   *bpf.Tracer
+	done   chan struct{}
+}
+
+// Events returns what was observed, in arrival order.
+func (o *Observer) Events() []learn.Event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]learn.Event(nil), o.events...)
+}
+
+func (o *Observer) add(e learn.Event) {
+	o.mu.Lock()
+	o.events = append(o.events, e)
+	o.mu.Unlock()
+	if o.OnEvent != nil {
+		o.OnEvent(e)
+	}
+}
+
+// Start picks and prepares the tracer before the jail starts (RunObserved
+// calls it when the caller did not): eBPF is loaded now and aimed at the
+// jail's PID namespace once it exists.
+func (o *Observer) Start() error {
+	if o.Used != "" {
+		return nil
+	}
+	if o.Want != "" && o.Want != TracerEBPF && o.Want != TracerSeccomp {
+		return fmt.Errorf("unknown tracer %q; use %s or %s", o.Want, TracerEBPF, TracerSeccomp)
+	}
+	if o.Want != TracerSeccomp {
+		t, err := bpf.Start(0)
+		if err == nil {
+			o.ebpf, o.Used = t, TracerEBPF
+			o.done = make(chan struct{})
+			go o.consume()
+			return nil
+		}
+		if o.Want == TracerEBPF {
+			return fmt.Errorf("eBPF tracer: %w", err)
+		}
+		o.Fallback = err.Error()
+		if errors.Is(err, bpf.ErrPermission) {
+			o.Fallback = bpf.GrantHint
+		}
+	}
+	o.Used = TracerSeccomp
+	return nil
+}
+
+// target aims the eBPF probes at the jail whose first process is pid.
+func (o *Observer) target(pid int) error {
+	if o.ebpf == nil {
+		return nil
+	}
+	ino, err := bpf.PidNSInode(pid)
+	if err != nil {
+		return err
+	}
+	return o.ebpf.Target(ino)
+}
+
+// stop delivers the events still in flight and releases the tracer.
+func (o *Observer) stop() {
+	if o.ebpf == nil {
+		return
+	}
+	o.ebpf.Stop()
+	<-o.done
+	o.ebpf.Close()
+	o.ebpf = nil
+}
+
+func (o *Observer) consume() {
+	defer close(o.done)
+	for e := range o.ebpf.Events() {
+		for _, le := range fromBPF(e) {
+			o.add(le)
+		}
+	}
+}
+
+// writeFlags are the open(2) flags that make an open a write.
+const writeFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | unix.O_APPEND
+
+// fromBPF turns one probe event into the events learning works on.
+func fromBPF(e bpf.Event) []learn.Event {
+	path := e.AbsPath
+	if path == "" && len(e.Path) > 0 && e.Path[0] == '/' {
+		path = e.Path
+	}
+	le := learn.Event{Path: path, Errno: e.Errno(), Pid: int(e.Tgid)}
+	switch e.Kind {
+	case bpf.KindOpen:
+		le.Kind = learn.Open
+		if e.Flags&unix.O_CREAT != 0 {
+			le.Kind = learn.Create
+		}
+		le.Write = e.Flags&writeFlags != 0
+	case bpf.KindExec:
+		le.Kind = learn.Exec
+	case bpf.KindMkdir:
+		le.Kind, le.Write = learn.Mkdir, true
+	case bpf.KindUnlink, bpf.KindRmdir:
+		le.Kind, le.Write = learn.Unlink, true
+	case bpf.KindRename:
+		le.Kind, le.Write = learn.Rename, true
+		to := le
+		to.Path = e.AbsPath2
+		if to.Path == "" && len(e.Path2) > 0 && e.Path2[0] == '/' {
+			to.Path = e.Path2
+		}
+		return []learn.Event{le, to}
+	case bpf.KindConnect:
+		le.Kind = learn.Connect
+		if e.Family == bpf.AFUnix {
+			le.Path = e.Path
+		} else if e.Addr.IsValid() {
+			le.Path, le.Addr = "", e.Addr.String()
+		} else {
+			return nil
+		}
+	default:
+		return nil
+	}
+	if le.Path == "" && le.Addr == "" {
+		return nil
+	}
+	return []learn.Event{le}
+}
+
+// fdInfo is bubblewrap's --info-fd in the jail process's descriptors.
+const fdInfo = 9
+
+// childPid reads bubblewrap's --info-fd report: the PID of the jail's
+// first process, in the host's PID namespace.
+func childPid(r io.Reader) (int, error) {
+	var info struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r, 64<<10)).Decode(&info); err != nil {
+		return 0, fmt.Errorf("reading bubblewrap's info: %w", err)
+	}
+	if info.ChildPid <= 0 {
+		return 0, errors.New("bubblewrap reported no child pid")
+	}
+	return info.ChildPid, nil
+}
