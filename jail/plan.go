@@ -378,6 +378,13 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		binds = append(binds, bind{path, src, writable})
 		p.Landlock = append(p.Landlock, LandlockRule{Path: path, Access: access, File: !in.Dir && in.Exists})
 	}
+	if p.OverlayHome != "" {
+		// The whole real home is visible (through the overlay, writable
+		// but thrown away): every credential store in it is masked and
+		// every delayed-escape file re-bound read-only, as in any
+		// writable tree.
+		binds = append(binds, bind{f.Home, f.Home, true})
+	}
 	writeSet := map[string]bool{}
 	addBind(root, true, "project")
 	writeSet[root] = true

@@ -74,6 +74,21 @@ func TestPlanGolden(t *testing.T) {
 	}{
 		{name: "default", pol: Policy{ProjectRoot: "/home/u/proj"}},
 		{
+			// The real home through the overlay: its credential stores
+			// masked, its delayed-escape files read-only, init's lower
+			// layer and upper directory planned.
+			name: "learning",
+			pol:  Policy{ProjectRoot: "/home/u/proj", Mode: "learning", Network: NetworkConfig{Unknown: "allow"}},
+			extra: map[string]PathInfo{
+				"/home/u/.ssh": {Exists: true, Dir: true}, "/home/u/.aws": {Exists: true, Dir: true},
+				"/home/u/.netrc": {Exists: true}, "/home/u/.bashrc": {Exists: true},
+			},
+			matches: map[string][]string{
+				"/home/u/.ssh/**": {"/home/u/.ssh", "/home/u/.ssh/id_ed25519"},
+				"/home/u/.aws/**": {"/home/u/.aws", "/home/u/.aws/credentials"},
+			},
+		},
+		{
 			name: "users-example",
 			pol: Policy{
 				ProjectRoot: "/home/u/proj", Sources: []string{"/home/u/proj/jail.json"},
