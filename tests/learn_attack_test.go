@@ -1,0 +1,73 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Learning and watch modes show the real home through an overlay that init
+// mounts with capabilities bubblewrap leaves it. Attack that: the secrets
+// must stay masked, the real home must not be reachable by another path,
+// the capabilities must be gone, the masks must not come off, and nothing
+// may reach the home on disk.
+func TestLearningViewAttacks(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		// jail's own state directories (CA, log) exist before the snapshot.
+		if r := s.Jail("--", "true"); r.Code != 0 {
+			t.Fatalf("plain run failed:\n%s", r)
+		}
+		for _, mode := range []string{"--learning", "--watch"} {
+			t.Run(strings.TrimPrefix(mode, "--"), func(t *testing.T) {
+				before := homeSnapshot(t, s.Home)
+				script := `
+cat ~/.ssh/id_ed25519 ~/.ssh/id_rsa ~/.aws/credentials 2>/dev/null
+echo "home-notes=$(cat ~/notes.txt)"
+ls -A /run/jail/home 2>/dev/null; cat /run/jail/home/.ssh/id_ed25519 2>/dev/null
+ls -A /run/jail/overlay 2>/dev/null
+grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status
+umount -l ~/.ssh 2>/dev/null; umount ~/.aws 2>/dev/null
+cat ~/.ssh/id_ed25519 2>/dev/null
+python3 - <<'EOF'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+# A fresh mount namespace would let a process unmount nothing locked but
+# mount over anything: refused (no capabilities, no new user namespace).
+print("unshare-mnt", libc.unshare(0x00020000))
+print("unshare-user", libc.unshare(0x10000000))
+print("mount-tmpfs", libc.mount(b"tmpfs", os.path.expanduser("~/.ssh").encode(), b"tmpfs", 0, None))
+EOF
+echo overwritten > ~/notes.txt; echo new > ~/dropped; rm -f ~/.bashrc
+echo done`
+				r := s.Jail(mode, "--", "bash", "-c", script)
+				if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
+					t.Fatalf("the attack script did not run through:\n%s", r)
+				}
+				noSecret(t, r, "jailed "+mode+" run", SSHKeySecret, AWSSecret)
+				if !strings.Contains(r.Stdout, "home-notes=host file in home") {
+					t.Errorf("the real home is not visible in %s mode (want ~/notes.txt):\n%s", mode, r)
+				}
+				for _, line := range strings.Split(r.Stdout, "\n") {
+					if strings.HasPrefix(line, "Cap") && !strings.HasSuffix(line, "0000000000000000") {
+						t.Errorf("capability left to the command: %q", line)
+					}
+				}
+				for _, want := range []string{"unshare-mnt -1", "unshare-user -1", "mount-tmpfs -1"} {
+					if !strings.Contains(r.Stdout, want) {
+						t.Errorf("want %q (refused) in:\n%s", want, r.Stdout)
+					}
+				}
+				if strings.Contains(r.Stdout, ".ssh") || strings.Contains(r.Stdout, "upper") {
+					t.Errorf("the real home or the overlay's layers are listed inside:\n%s", r.Stdout)
+				}
+				if d := homeDiff(before, homeSnapshot(t, s.Home)); d != "" {
+					t.Errorf("%s changed the home on disk:\n%s", mode, d)
+				}
+				if _, err := os.Stat(filepath.Join(s.Home, "dropped")); err == nil {
+					t.Errorf("a file written in %s mode reached the disk", mode)
+				}
+			})
+		}
+	})
+}
