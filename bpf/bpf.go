@@ -10,8 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -35,7 +35,7 @@ var ErrPermission = errors.New("not permitted")
 
 // Tracer is a running set of probes.
 type Tracer struct {
-	coll   *ebpf.Collection
+	objs   *probesObjects
 	links  []link.Link
 	rd     *ringbuf.Reader
 	events chan Event
@@ -63,47 +63,48 @@ func PidNSInode(pid int) (uint32, error) {
 // probes are loaded and attached but trace nothing until Target names the
 // namespace: loading takes tens of milliseconds and can be done before
 // the namespace exists. The caller must Close the tracer.
+//
+// The probes are BTF tracepoints on sys_enter and sys_exit: attaching them
+// needs CAP_BPF and CAP_PERFMON and the kernel's BTF, but no tracefs.
 func Start(pidnsInode uint32) (*Tracer, error) {
+	if len(syscallHandlers) == 0 {
+		return nil, fmt.Errorf("bpf: eBPF tracing is not implemented for %s", runtime.GOARCH)
+	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, wrapPerm("removing the memlock limit", err)
-	}
-	if err := ensureTracefs(); err != nil {
-		return nil, err
 	}
 	spec, err := loadProbes()
 	if err != nil {
 		return nil, fmt.Errorf("bpf: parsing embedded probes: %w", err)
 	}
-	coll, err := ebpf.NewCollection(spec)
-	if err != nil {
+	var objs probesObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return nil, fmt.Errorf("bpf: kernel verifier rejected the probes: %+v", verr)
 		}
 		return nil, wrapPerm("loading the probes", err)
 	}
-	t := &Tracer{coll: coll, events: make(chan Event, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	t := &Tracer{objs: &objs, events: make(chan Event, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	for nr, h := range syscallHandlers {
+		if err := objs.SyscallHandler.Put(nr, uint32(h)); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("bpf: filling the syscall table (syscall %d): %w", nr, err)
+		}
+	}
 	if err := t.Target(pidnsInode); err != nil {
 		t.Close()
 		return nil, err
 	}
-	for name, ps := range spec.Programs {
-		parts := strings.Split(ps.SectionName, "/")
-		if len(parts) != 3 || parts[0] != "tracepoint" {
-			continue
-		}
-		l, err := link.Tracepoint(parts[1], parts[2], coll.Programs[name], nil)
+	for _, p := range []*ebpf.Program{objs.SysEnter, objs.SysExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				// e.g. open/mkdir/rename do not exist on arm64.
-				continue
-			}
 			t.Close()
-			return nil, wrapPerm("attaching "+parts[2], err)
+			return nil, wrapPerm("attaching "+p.String(), err)
 		}
 		t.links = append(t.links, l)
 	}
-	t.rd, err = ringbuf.NewReader(coll.Maps["events"])
+	t.rd, err = ringbuf.NewReader(objs.Events)
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("bpf: opening ring buffer: %w", err)
@@ -115,7 +116,7 @@ func Start(pidnsInode uint32) (*Tracer, error) {
 // Target makes the probes trace the PID namespace pidnsInode (and those
 // nested below it) from now on.
 func (t *Tracer) Target(pidnsInode uint32) error {
-	if err := t.coll.Maps["target_pidns"].Put(uint32(0), pidnsInode); err != nil {
+	if err := t.objs.TargetPidns.Put(uint32(0), pidnsInode); err != nil {
 		return fmt.Errorf("bpf: setting target pid namespace: %w", err)
 	}
 	return nil
@@ -154,7 +155,7 @@ func (t *Tracer) Close() error {
 		} else {
 			close(t.events)
 		}
-		t.coll.Close()
+		t.objs.Close()
 	})
 	return nil
 }
@@ -247,19 +248,4 @@ func wrapPerm(what string, err error) error {
 		return fmt.Errorf("bpf: %s: %w (%w): %s", what, ErrPermission, err, GrantHint)
 	}
 	return fmt.Errorf("bpf: %s: %w", what, err)
-}
-
-// ensureTracefs makes sure the tracepoint IDs can be read: cilium/ebpf looks
-// in /sys/kernel/tracing and /sys/kernel/debug/tracing. If neither is
-// mounted, try to mount tracefs (works as root).
-func ensureTracefs() error {
-	for _, d := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
-		if _, err := os.Stat(d); err == nil {
-			return nil
-		}
-	}
-	if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
-		return fmt.Errorf("bpf: tracefs is not mounted and mounting it failed (%w); mount it with: sudo mount -t tracefs tracefs /sys/kernel/tracing", err)
-	}
-	return nil
 }

@@ -7,4 +7,4 @@
 //	go generate ./bpf/
 package bpf
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -tags linux -type event probes probes.c -- -O2 -g -Wall -I./headers -I/usr/include/x86_64-linux-gnu
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -tags linux -type event -type handler probes probes.c -- -O2 -g -Wall -I./headers -I/usr/include/x86_64-linux-gnu

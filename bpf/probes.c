@@ -1,17 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 // eBPF probes for jail's learning and watch modes.
 //
-// Syscall tracepoints (sys_enter_* / sys_exit_*) record file, exec and
-// network activity of the processes inside one PID namespace (and any
-// namespace nested below it). The enter side captures the arguments into a
-// per-thread "inflight" entry; the exit side adds the result (>= 0 or
-// -errno) and pushes the complete event into a ring buffer.
+// Two BTF tracepoint programs, on sys_enter and sys_exit, record file, exec
+// and network activity of the processes inside one PID namespace (and any
+// namespace nested below it). They need no tracefs, so CAP_BPF and
+// CAP_PERFMON are enough to load and attach them.
+//
+// sys_enter and sys_exit fire for every syscall of every process on the
+// machine, so both programs first look the syscall number up in the
+// syscall_handler array (filled by the Go side from a per-architecture
+// table; 0 = not traced), then check the PID namespace, and only then do
+// any work. The enter side captures the arguments from the saved user
+// registers into a per-thread "inflight" entry; the exit side adds the
+// result (>= 0 or -errno) and pushes the complete event into a ring buffer.
 
 //go:build ignore
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
 #include "jail_core.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -47,6 +55,39 @@ struct event {
 
 const struct event *unused_event __attribute__((unused));
 
+// What the probes do with a syscall, by its argument layout. The Go side
+// maps the architecture's syscall numbers to these (0 = not traced).
+enum handler {
+	H_NONE = 0,
+	H_OPEN = 1,      // open(path, flags, mode)
+	H_OPENAT = 2,    // openat(dfd, path, flags, mode)
+	H_OPENAT2 = 3,   // openat2(dfd, path, how, size)
+	H_CREAT = 4,     // creat(path, mode)
+	H_MKDIR = 5,     // mkdir(path, mode)
+	H_MKDIRAT = 6,   // mkdirat(dfd, path, mode)
+	H_UNLINK = 7,    // unlink(path)
+	H_UNLINKAT = 8,  // unlinkat(dfd, path, flags)
+	H_RMDIR = 9,     // rmdir(path)
+	H_RENAME = 10,   // rename(old, new)
+	H_RENAMEAT = 11, // renameat(olddfd, old, newdfd, new)
+	H_RENAMEAT2 = 12, // renameat2(olddfd, old, newdfd, new, flags)
+	H_EXECVE = 13,   // execve(path, argv, envp)
+	H_EXECVEAT = 14, // execveat(dfd, path, argv, envp, flags)
+	H_CONNECT = 15,  // connect(fd, addr, len)
+};
+
+const enum handler *unused_handler __attribute__((unused));
+
+#define MAX_SYSCALL_NR 512
+
+// syscall_handler[nr] = enum handler for syscall nr of this architecture.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_SYSCALL_NR);
+	__type(key, __u32);
+	__type(value, __u32);
+} syscall_handler SEC(".maps");
+
 // target_pidns[0] = inode of the jail's PID namespace (0 = trace nothing).
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -74,20 +115,6 @@ struct {
 	__uint(max_entries, 4 * 1024 * 1024);
 } events SEC(".maps");
 
-// Fixed layout of syscalls:sys_enter_* / sys_exit_* tracepoints
-// (see /sys/kernel/tracing/events/syscalls/*/format).
-struct enter_ctx {
-	__u64 common;
-	__s64 nr;
-	__u64 args[6];
-};
-
-struct exit_ctx {
-	__u64 common;
-	__s64 nr;
-	__s64 ret;
-};
-
 // in_target reports whether the current task lives in the target PID
 // namespace or in one nested below it.
 static __always_inline int in_target(void)
@@ -96,29 +123,94 @@ static __always_inline int in_target(void)
 	__u32 *target = bpf_map_lookup_elem(&target_pidns, &zero);
 	if (!target || !*target)
 		return 0;
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct pid *p = BPF_CORE_READ(task, thread_pid);
+	// BTF pointers: plain loads, no helper calls.
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pid *p = task->thread_pid;
 	if (!p)
 		return 0;
-	unsigned int level = BPF_CORE_READ(p, level);
-	struct upid *numbers = &p->numbers[0];
+	unsigned int level = p->level;
 	for (int i = 0; i < MAX_PIDNS_LEVEL; i++) {
 		if (i > level)
 			break;
-		struct upid *u = numbers + i;
-		struct pid_namespace *ns = BPF_CORE_READ(u, ns);
-		if (!ns)
-			continue;
-		if (BPF_CORE_READ(ns, ns.inum) == *target)
+		struct pid_namespace *ns = p->numbers[i].ns;
+		if (ns && ns->ns.inum == *target)
 			return 1;
+	}
+	return 0;
+}
+
+// handler_of returns the handler for syscall nr, H_NONE if it is not traced.
+static __always_inline __u32 handler_of(__u64 nr)
+{
+	if (nr >= MAX_SYSCALL_NR)
+		return H_NONE;
+	__u32 key = nr;
+	__u32 *h = bpf_map_lookup_elem(&syscall_handler, &key);
+	return h ? *h : H_NONE;
+}
+
+#define TS_COMPAT 0x0002      // x86: thread_info.status during an ia32 syscall
+#define PSR_MODE32_BIT 0x10   // arm64: pstate of an aarch32 task
+
+// compat reports a 32-bit syscall on a 64-bit kernel: its number is from
+// another table and its arguments are laid out differently, so it is skipped
+// (as the per-syscall tracepoints did).
+static __always_inline int compat(struct pt_regs *regs)
+{
+	if (bpf_core_field_exists(struct pt_regs___x86, orig_ax)) {
+		if (!bpf_core_field_exists(struct thread_info, status))
+			return 0;
+		struct task_struct *task = bpf_get_current_task_btf();
+		return (task->thread_info.status & TS_COMPAT) != 0;
+	}
+	if (bpf_core_field_exists(struct pt_regs___arm64, pstate))
+		return (((struct pt_regs___arm64 *)regs)->pstate & PSR_MODE32_BIT) != 0;
+	return 0;
+}
+
+// syscall_nr reads the syscall number at sys_exit; -1 if the kernel's
+// struct pt_regs is of an unknown architecture.
+static __always_inline __u64 syscall_nr(struct pt_regs *regs)
+{
+	if (bpf_core_field_exists(struct pt_regs___x86, orig_ax))
+		return ((struct pt_regs___x86 *)regs)->orig_ax;
+	if (bpf_core_field_exists(struct pt_regs___arm64, syscallno))
+		return (__u64)(__s64)((struct pt_regs___arm64 *)regs)->syscallno;
+	return (__u64)-1;
+}
+
+// Syscall argument n (0-5) from the saved user registers.
+#define ARG(regs, n) syscall_arg(regs, n)
+
+static __always_inline __u64 syscall_arg(struct pt_regs *regs, int n)
+{
+	if (bpf_core_field_exists(struct pt_regs___x86, orig_ax)) {
+		struct pt_regs___x86 *r = (void *)regs;
+		switch (n) {
+		case 0: return r->di;
+		case 1: return r->si;
+		case 2: return r->dx;
+		case 3: return r->r10;
+		case 4: return r->r8;
+		default: return r->r9;
+		}
+	}
+	if (bpf_core_field_exists(struct pt_regs___arm64, orig_x0)) {
+		struct pt_regs___arm64 *r = (void *)regs;
+		switch (n) {
+		case 0: return r->orig_x0;
+		case 1: return r->regs[1];
+		case 2: return r->regs[2];
+		case 3: return r->regs[3];
+		case 4: return r->regs[4];
+		default: return r->regs[5];
+		}
 	}
 	return 0;
 }
 
 static __always_inline struct event *begin(__u32 kind)
 {
-	if (!in_target())
-		return 0;
 	__u32 zero = 0;
 	struct event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
@@ -147,18 +239,18 @@ static __always_inline int commit(struct event *e)
 	return 0;
 }
 
-static __always_inline int path_event(__u32 kind, __s64 dfd, const char *path, __u32 flags)
+static __always_inline int path_event(__u32 kind, __s64 dfd, __u64 path, __u32 flags)
 {
 	struct event *e = begin(kind);
 	if (!e)
 		return 0;
 	e->dirfd = (__s32)dfd;
 	e->flags = flags;
-	bpf_probe_read_user_str(e->path, sizeof(e->path), path);
+	bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)path);
 	return commit(e);
 }
 
-static __always_inline int rename_event(__s64 olddfd, const char *oldp, __s64 newdfd, const char *newp, __u32 flags)
+static __always_inline int rename_event(__s64 olddfd, __u64 oldp, __s64 newdfd, __u64 newp, __u32 flags)
 {
 	struct event *e = begin(KIND_RENAME);
 	if (!e)
@@ -166,113 +258,9 @@ static __always_inline int rename_event(__s64 olddfd, const char *oldp, __s64 ne
 	e->dirfd = (__s32)olddfd;
 	e->dirfd2 = (__s32)newdfd;
 	e->flags = flags;
-	bpf_probe_read_user_str(e->path, sizeof(e->path), oldp);
-	bpf_probe_read_user_str(e->path2, sizeof(e->path2), newp);
+	bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)oldp);
+	bpf_probe_read_user_str(e->path2, sizeof(e->path2), (const void *)newp);
 	return commit(e);
-}
-
-// finish pairs a sys_exit with the thread's pending sys_enter.
-static __always_inline int finish(struct exit_ctx *ctx)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct event *e = bpf_map_lookup_elem(&inflight, &tid);
-	if (!e)
-		return 0;
-	e->ret = ctx->ret;
-	bpf_ringbuf_output(&events, e, sizeof(*e), 0);
-	bpf_map_delete_elem(&inflight, &tid);
-	return 0;
-}
-
-#define AT_FDCWD -100
-
-SEC("tracepoint/syscalls/sys_enter_openat")
-int enter_openat(struct enter_ctx *ctx)
-{
-	return path_event(KIND_OPEN, ctx->args[0], (const char *)ctx->args[1], ctx->args[2]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_openat2")
-int enter_openat2(struct enter_ctx *ctx)
-{
-	// open_how.flags is the first u64 of struct open_how.
-	__u64 flags = 0;
-	bpf_probe_read_user(&flags, sizeof(flags), (void *)ctx->args[2]);
-	return path_event(KIND_OPEN, ctx->args[0], (const char *)ctx->args[1], (__u32)flags);
-}
-
-SEC("tracepoint/syscalls/sys_enter_open")
-int enter_open(struct enter_ctx *ctx)
-{
-	return path_event(KIND_OPEN, AT_FDCWD, (const char *)ctx->args[0], ctx->args[1]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_creat")
-int enter_creat(struct enter_ctx *ctx)
-{
-	// creat(path, mode) == open(path, O_CREAT|O_WRONLY|O_TRUNC, mode)
-	return path_event(KIND_OPEN, AT_FDCWD, (const char *)ctx->args[0], 01 | 0100 | 01000);
-}
-
-SEC("tracepoint/syscalls/sys_enter_execve")
-int enter_execve(struct enter_ctx *ctx)
-{
-	return path_event(KIND_EXEC, AT_FDCWD, (const char *)ctx->args[0], 0);
-}
-
-SEC("tracepoint/syscalls/sys_enter_execveat")
-int enter_execveat(struct enter_ctx *ctx)
-{
-	return path_event(KIND_EXEC, ctx->args[0], (const char *)ctx->args[1], ctx->args[4]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_mkdirat")
-int enter_mkdirat(struct enter_ctx *ctx)
-{
-	return path_event(KIND_MKDIR, ctx->args[0], (const char *)ctx->args[1], ctx->args[2]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_mkdir")
-int enter_mkdir(struct enter_ctx *ctx)
-{
-	return path_event(KIND_MKDIR, AT_FDCWD, (const char *)ctx->args[0], ctx->args[1]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_unlinkat")
-int enter_unlinkat(struct enter_ctx *ctx)
-{
-	__u32 kind = (ctx->args[2] & 0x200 /* AT_REMOVEDIR */) ? KIND_RMDIR : KIND_UNLINK;
-	return path_event(kind, ctx->args[0], (const char *)ctx->args[1], ctx->args[2]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_unlink")
-int enter_unlink(struct enter_ctx *ctx)
-{
-	return path_event(KIND_UNLINK, AT_FDCWD, (const char *)ctx->args[0], 0);
-}
-
-SEC("tracepoint/syscalls/sys_enter_rmdir")
-int enter_rmdir(struct enter_ctx *ctx)
-{
-	return path_event(KIND_RMDIR, AT_FDCWD, (const char *)ctx->args[0], 0);
-}
-
-SEC("tracepoint/syscalls/sys_enter_renameat2")
-int enter_renameat2(struct enter_ctx *ctx)
-{
-	return rename_event(ctx->args[0], (const char *)ctx->args[1], ctx->args[2], (const char *)ctx->args[3], ctx->args[4]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_renameat")
-int enter_renameat(struct enter_ctx *ctx)
-{
-	return rename_event(ctx->args[0], (const char *)ctx->args[1], ctx->args[2], (const char *)ctx->args[3], 0);
-}
-
-SEC("tracepoint/syscalls/sys_enter_rename")
-int enter_rename(struct enter_ctx *ctx)
-{
-	return rename_event(AT_FDCWD, (const char *)ctx->args[0], AT_FDCWD, (const char *)ctx->args[1], 0);
 }
 
 struct sockaddr_any {
@@ -282,16 +270,14 @@ struct sockaddr_any {
 	__u8 v6[16];    // inet6: address
 };
 
-SEC("tracepoint/syscalls/sys_enter_connect")
-int enter_connect(struct enter_ctx *ctx)
+static __always_inline int connect_event(__u64 fd, __u64 uaddr)
 {
 	struct event *e = begin(KIND_CONNECT);
 	if (!e)
 		return 0;
-	const void *uaddr = (const void *)ctx->args[1];
-	e->dirfd = (__s32)ctx->args[0]; // socket fd
+	e->dirfd = (__s32)fd; // socket fd
 	struct sockaddr_any sa = {};
-	bpf_probe_read_user(&sa, sizeof(sa), uaddr);
+	bpf_probe_read_user(&sa, sizeof(sa), (const void *)uaddr);
 	e->family = sa.family;
 	if (sa.family == 2 /* AF_INET */) {
 		e->port = sa.port;
@@ -301,27 +287,81 @@ int enter_connect(struct enter_ctx *ctx)
 		__builtin_memcpy(e->addr, sa.v6, 16);
 	} else if (sa.family == 1 /* AF_UNIX */) {
 		// sun_path follows the 2-byte family; abstract sockets start with NUL.
-		bpf_probe_read_user(e->path, 108, uaddr + 2);
+		bpf_probe_read_user(e->path, 108, (const void *)(uaddr + 2));
 	}
 	return commit(e);
 }
 
-#define EXIT(name)                                         \
-	SEC("tracepoint/syscalls/sys_exit_" #name)         \
-	int exit_##name(struct exit_ctx *ctx) { return finish(ctx); }
+#define AT_FDCWD -100
+#define AT_REMOVEDIR 0x200
+#define O_CREAT_WRONLY_TRUNC (01 | 0100 | 01000)
 
-EXIT(openat)
-EXIT(openat2)
-EXIT(open)
-EXIT(creat)
-EXIT(execve)
-EXIT(execveat)
-EXIT(mkdirat)
-EXIT(mkdir)
-EXIT(unlinkat)
-EXIT(unlink)
-EXIT(rmdir)
-EXIT(renameat2)
-EXIT(renameat)
-EXIT(rename)
-EXIT(connect)
+// sys_enter(struct pt_regs *regs, long id)
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 h = handler_of(id);
+	if (h == H_NONE)
+		return 0;
+	if (!in_target() || compat(regs))
+		return 0;
+
+	__u64 a0 = ARG(regs, 0), a1 = ARG(regs, 1), a2 = ARG(regs, 2);
+	switch (h) {
+	case H_OPEN:
+		return path_event(KIND_OPEN, AT_FDCWD, a0, a1);
+	case H_OPENAT:
+		return path_event(KIND_OPEN, a0, a1, a2);
+	case H_OPENAT2: {
+		// open_how.flags is the first u64 of struct open_how.
+		__u64 flags = 0;
+		bpf_probe_read_user(&flags, sizeof(flags), (const void *)a2);
+		return path_event(KIND_OPEN, a0, a1, (__u32)flags);
+	}
+	case H_CREAT:
+		// creat(path, mode) == open(path, O_CREAT|O_WRONLY|O_TRUNC, mode)
+		return path_event(KIND_OPEN, AT_FDCWD, a0, O_CREAT_WRONLY_TRUNC);
+	case H_MKDIR:
+		return path_event(KIND_MKDIR, AT_FDCWD, a0, a1);
+	case H_MKDIRAT:
+		return path_event(KIND_MKDIR, a0, a1, a2);
+	case H_UNLINK:
+		return path_event(KIND_UNLINK, AT_FDCWD, a0, 0);
+	case H_UNLINKAT:
+		return path_event((a2 & AT_REMOVEDIR) ? KIND_RMDIR : KIND_UNLINK, a0, a1, a2);
+	case H_RMDIR:
+		return path_event(KIND_RMDIR, AT_FDCWD, a0, 0);
+	case H_RENAME:
+		return rename_event(AT_FDCWD, a0, AT_FDCWD, a1, 0);
+	case H_RENAMEAT:
+		return rename_event(a0, a1, a2, ARG(regs, 3), 0);
+	case H_RENAMEAT2:
+		return rename_event(a0, a1, a2, ARG(regs, 3), ARG(regs, 4));
+	case H_EXECVE:
+		return path_event(KIND_EXEC, AT_FDCWD, a0, 0);
+	case H_EXECVEAT:
+		return path_event(KIND_EXEC, a0, a1, ARG(regs, 4));
+	case H_CONNECT:
+		return connect_event(a0, a1);
+	}
+	return 0;
+}
+
+// sys_exit(struct pt_regs *regs, long ret) pairs the result with the
+// thread's pending sys_enter.
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	if (handler_of(syscall_nr(regs)) == H_NONE)
+		return 0;
+	if (!in_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct event *e = bpf_map_lookup_elem(&inflight, &tid);
+	if (!e)
+		return 0;
+	e->ret = ret;
+	bpf_ringbuf_output(&events, e, sizeof(*e), 0);
+	bpf_map_delete_elem(&inflight, &tid);
+	return 0;
+}

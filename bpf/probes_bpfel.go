@@ -31,45 +31,40 @@ type probesEvent struct {
 	_      [4]byte
 }
 
+type probesHandler uint32
+
+const (
+	probesHandlerH_NONE      probesHandler = 0
+	probesHandlerH_OPEN      probesHandler = 1
+	probesHandlerH_OPENAT    probesHandler = 2
+	probesHandlerH_OPENAT2   probesHandler = 3
+	probesHandlerH_CREAT     probesHandler = 4
+	probesHandlerH_MKDIR     probesHandler = 5
+	probesHandlerH_MKDIRAT   probesHandler = 6
+	probesHandlerH_UNLINK    probesHandler = 7
+	probesHandlerH_UNLINKAT  probesHandler = 8
+	probesHandlerH_RMDIR     probesHandler = 9
+	probesHandlerH_RENAME    probesHandler = 10
+	probesHandlerH_RENAMEAT  probesHandler = 11
+	probesHandlerH_RENAMEAT2 probesHandler = 12
+	probesHandlerH_EXECVE    probesHandler = 13
+	probesHandlerH_EXECVEAT  probesHandler = 14
+	probesHandlerH_CONNECT   probesHandler = 15
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	probesMapEvents          = "events"
-	probesMapInflight        = "inflight"
-	probesMapScratch         = "scratch"
-	probesMapTargetPidns     = "target_pidns"
-	probesProgEnterConnect   = "enter_connect"
-	probesProgEnterCreat     = "enter_creat"
-	probesProgEnterExecve    = "enter_execve"
-	probesProgEnterExecveat  = "enter_execveat"
-	probesProgEnterMkdir     = "enter_mkdir"
-	probesProgEnterMkdirat   = "enter_mkdirat"
-	probesProgEnterOpen      = "enter_open"
-	probesProgEnterOpenat    = "enter_openat"
-	probesProgEnterOpenat2   = "enter_openat2"
-	probesProgEnterRename    = "enter_rename"
-	probesProgEnterRenameat  = "enter_renameat"
-	probesProgEnterRenameat2 = "enter_renameat2"
-	probesProgEnterRmdir     = "enter_rmdir"
-	probesProgEnterUnlink    = "enter_unlink"
-	probesProgEnterUnlinkat  = "enter_unlinkat"
-	probesProgExitConnect    = "exit_connect"
-	probesProgExitCreat      = "exit_creat"
-	probesProgExitExecve     = "exit_execve"
-	probesProgExitExecveat   = "exit_execveat"
-	probesProgExitMkdir      = "exit_mkdir"
-	probesProgExitMkdirat    = "exit_mkdirat"
-	probesProgExitOpen       = "exit_open"
-	probesProgExitOpenat     = "exit_openat"
-	probesProgExitOpenat2    = "exit_openat2"
-	probesProgExitRename     = "exit_rename"
-	probesProgExitRenameat   = "exit_renameat"
-	probesProgExitRenameat2  = "exit_renameat2"
-	probesProgExitRmdir      = "exit_rmdir"
-	probesProgExitUnlink     = "exit_unlink"
-	probesProgExitUnlinkat   = "exit_unlinkat"
-	probesVarUnusedEvent     = "unused_event"
+	probesMapEvents         = "events"
+	probesMapInflight       = "inflight"
+	probesMapScratch        = "scratch"
+	probesMapSyscallHandler = "syscall_handler"
+	probesMapTargetPidns    = "target_pidns"
+	probesProgSysEnter      = "sys_enter"
+	probesProgSysExit       = "sys_exit"
+	probesVarUnusedEvent    = "unused_event"
+	probesVarUnusedHandler  = "unused_handler"
 )
 
 // loadProbes returns the embedded CollectionSpec for probes.
@@ -114,53 +109,27 @@ type probesSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type probesProgramSpecs struct {
-	EnterConnect   *ebpf.ProgramSpec `ebpf:"enter_connect"`
-	EnterCreat     *ebpf.ProgramSpec `ebpf:"enter_creat"`
-	EnterExecve    *ebpf.ProgramSpec `ebpf:"enter_execve"`
-	EnterExecveat  *ebpf.ProgramSpec `ebpf:"enter_execveat"`
-	EnterMkdir     *ebpf.ProgramSpec `ebpf:"enter_mkdir"`
-	EnterMkdirat   *ebpf.ProgramSpec `ebpf:"enter_mkdirat"`
-	EnterOpen      *ebpf.ProgramSpec `ebpf:"enter_open"`
-	EnterOpenat    *ebpf.ProgramSpec `ebpf:"enter_openat"`
-	EnterOpenat2   *ebpf.ProgramSpec `ebpf:"enter_openat2"`
-	EnterRename    *ebpf.ProgramSpec `ebpf:"enter_rename"`
-	EnterRenameat  *ebpf.ProgramSpec `ebpf:"enter_renameat"`
-	EnterRenameat2 *ebpf.ProgramSpec `ebpf:"enter_renameat2"`
-	EnterRmdir     *ebpf.ProgramSpec `ebpf:"enter_rmdir"`
-	EnterUnlink    *ebpf.ProgramSpec `ebpf:"enter_unlink"`
-	EnterUnlinkat  *ebpf.ProgramSpec `ebpf:"enter_unlinkat"`
-	ExitConnect    *ebpf.ProgramSpec `ebpf:"exit_connect"`
-	ExitCreat      *ebpf.ProgramSpec `ebpf:"exit_creat"`
-	ExitExecve     *ebpf.ProgramSpec `ebpf:"exit_execve"`
-	ExitExecveat   *ebpf.ProgramSpec `ebpf:"exit_execveat"`
-	ExitMkdir      *ebpf.ProgramSpec `ebpf:"exit_mkdir"`
-	ExitMkdirat    *ebpf.ProgramSpec `ebpf:"exit_mkdirat"`
-	ExitOpen       *ebpf.ProgramSpec `ebpf:"exit_open"`
-	ExitOpenat     *ebpf.ProgramSpec `ebpf:"exit_openat"`
-	ExitOpenat2    *ebpf.ProgramSpec `ebpf:"exit_openat2"`
-	ExitRename     *ebpf.ProgramSpec `ebpf:"exit_rename"`
-	ExitRenameat   *ebpf.ProgramSpec `ebpf:"exit_renameat"`
-	ExitRenameat2  *ebpf.ProgramSpec `ebpf:"exit_renameat2"`
-	ExitRmdir      *ebpf.ProgramSpec `ebpf:"exit_rmdir"`
-	ExitUnlink     *ebpf.ProgramSpec `ebpf:"exit_unlink"`
-	ExitUnlinkat   *ebpf.ProgramSpec `ebpf:"exit_unlinkat"`
+	SysEnter *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit  *ebpf.ProgramSpec `ebpf:"sys_exit"`
 }
 
 // probesMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type probesMapSpecs struct {
-	Events      *ebpf.MapSpec `ebpf:"events"`
-	Inflight    *ebpf.MapSpec `ebpf:"inflight"`
-	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
-	TargetPidns *ebpf.MapSpec `ebpf:"target_pidns"`
+	Events         *ebpf.MapSpec `ebpf:"events"`
+	Inflight       *ebpf.MapSpec `ebpf:"inflight"`
+	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
+	SyscallHandler *ebpf.MapSpec `ebpf:"syscall_handler"`
+	TargetPidns    *ebpf.MapSpec `ebpf:"target_pidns"`
 }
 
 // probesVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type probesVariableSpecs struct {
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEvent   *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedHandler *ebpf.VariableSpec `ebpf:"unused_handler"`
 }
 
 // probesObjects contains all objects after they have been loaded into the kernel.
@@ -183,10 +152,11 @@ func (o *probesObjects) Close() error {
 //
 // It can be passed to loadProbesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type probesMaps struct {
-	Events      *ebpf.Map `ebpf:"events"`
-	Inflight    *ebpf.Map `ebpf:"inflight"`
-	Scratch     *ebpf.Map `ebpf:"scratch"`
-	TargetPidns *ebpf.Map `ebpf:"target_pidns"`
+	Events         *ebpf.Map `ebpf:"events"`
+	Inflight       *ebpf.Map `ebpf:"inflight"`
+	Scratch        *ebpf.Map `ebpf:"scratch"`
+	SyscallHandler *ebpf.Map `ebpf:"syscall_handler"`
+	TargetPidns    *ebpf.Map `ebpf:"target_pidns"`
 }
 
 func (m *probesMaps) Close() error {
@@ -194,6 +164,7 @@ func (m *probesMaps) Close() error {
 		m.Events,
 		m.Inflight,
 		m.Scratch,
+		m.SyscallHandler,
 		m.TargetPidns,
 	)
 }
@@ -202,77 +173,22 @@ func (m *probesMaps) Close() error {
 //
 // It can be passed to loadProbesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type probesVariables struct {
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEvent   *ebpf.Variable `ebpf:"unused_event"`
+	UnusedHandler *ebpf.Variable `ebpf:"unused_handler"`
 }
 
 // probesPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadProbesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type probesPrograms struct {
-	EnterConnect   *ebpf.Program `ebpf:"enter_connect"`
-	EnterCreat     *ebpf.Program `ebpf:"enter_creat"`
-	EnterExecve    *ebpf.Program `ebpf:"enter_execve"`
-	EnterExecveat  *ebpf.Program `ebpf:"enter_execveat"`
-	EnterMkdir     *ebpf.Program `ebpf:"enter_mkdir"`
-	EnterMkdirat   *ebpf.Program `ebpf:"enter_mkdirat"`
-	EnterOpen      *ebpf.Program `ebpf:"enter_open"`
-	EnterOpenat    *ebpf.Program `ebpf:"enter_openat"`
-	EnterOpenat2   *ebpf.Program `ebpf:"enter_openat2"`
-	EnterRename    *ebpf.Program `ebpf:"enter_rename"`
-	EnterRenameat  *ebpf.Program `ebpf:"enter_renameat"`
-	EnterRenameat2 *ebpf.Program `ebpf:"enter_renameat2"`
-	EnterRmdir     *ebpf.Program `ebpf:"enter_rmdir"`
-	EnterUnlink    *ebpf.Program `ebpf:"enter_unlink"`
-	EnterUnlinkat  *ebpf.Program `ebpf:"enter_unlinkat"`
-	ExitConnect    *ebpf.Program `ebpf:"exit_connect"`
-	ExitCreat      *ebpf.Program `ebpf:"exit_creat"`
-	ExitExecve     *ebpf.Program `ebpf:"exit_execve"`
-	ExitExecveat   *ebpf.Program `ebpf:"exit_execveat"`
-	ExitMkdir      *ebpf.Program `ebpf:"exit_mkdir"`
-	ExitMkdirat    *ebpf.Program `ebpf:"exit_mkdirat"`
-	ExitOpen       *ebpf.Program `ebpf:"exit_open"`
-	ExitOpenat     *ebpf.Program `ebpf:"exit_openat"`
-	ExitOpenat2    *ebpf.Program `ebpf:"exit_openat2"`
-	ExitRename     *ebpf.Program `ebpf:"exit_rename"`
-	ExitRenameat   *ebpf.Program `ebpf:"exit_renameat"`
-	ExitRenameat2  *ebpf.Program `ebpf:"exit_renameat2"`
-	ExitRmdir      *ebpf.Program `ebpf:"exit_rmdir"`
-	ExitUnlink     *ebpf.Program `ebpf:"exit_unlink"`
-	ExitUnlinkat   *ebpf.Program `ebpf:"exit_unlinkat"`
+	SysEnter *ebpf.Program `ebpf:"sys_enter"`
+	SysExit  *ebpf.Program `ebpf:"sys_exit"`
 }
 
 func (p *probesPrograms) Close() error {
 	return _ProbesClose(
-		p.EnterConnect,
-		p.EnterCreat,
-		p.EnterExecve,
-		p.EnterExecveat,
-		p.EnterMkdir,
-		p.EnterMkdirat,
-		p.EnterOpen,
-		p.EnterOpenat,
-		p.EnterOpenat2,
-		p.EnterRename,
-		p.EnterRenameat,
-		p.EnterRenameat2,
-		p.EnterRmdir,
-		p.EnterUnlink,
-		p.EnterUnlinkat,
-		p.ExitConnect,
-		p.ExitCreat,
-		p.ExitExecve,
-		p.ExitExecveat,
-		p.ExitMkdir,
-		p.ExitMkdirat,
-		p.ExitOpen,
-		p.ExitOpenat,
-		p.ExitOpenat2,
-		p.ExitRename,
-		p.ExitRenameat,
-		p.ExitRenameat2,
-		p.ExitRmdir,
-		p.ExitUnlink,
-		p.ExitUnlinkat,
+		p.SysEnter,
+		p.SysExit,
 	)
 }
 
