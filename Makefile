@@ -15,7 +15,7 @@ all: build
 
 build: deps $(BIN) $(INIT)
 
-$(BIN): $(shell find cmd jail proxy -name '*.go' 2>/dev/null) go.mod go.sum
+$(BIN): $(shell find cmd jail proxy bpf profiles -name '*.go' -o -name '*.json' -o -name '*.o' 2>/dev/null) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/jail
 
 # jail's init inside the jail, without the planner and the proxy: it starts

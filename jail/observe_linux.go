@@ -26,8 +26,9 @@ type Observer struct {
 	// Used is the tracer that ran; Fallback says why it is not eBPF.
 	Used, Fallback string
 
-	mu     sync.Mutex
-	events []learn.Event
+	mu      sync.Mutex
+	initPid int // the jail's first process: bubblewrap's setup, then init
+	events  []learn.Event
 	ebpf   *bpf.Tracer
 	done   chan struct{}
 }
@@ -41,6 +42,12 @@ func (o *Observer) Events() []learn.Event {
 
 func (o *Observer) add(e learn.Event) {
 	o.mu.Lock()
+	if e.Pid != 0 && e.Pid == o.initPid {
+		// bubblewrap finishing the mounts, init mounting the overlay:
+		// the jail's own doing, not the command's.
+		o.mu.Unlock()
+		return
+	}
 	o.events = append(o.events, e)
 	o.mu.Unlock()
 	if o.OnEvent != nil {
@@ -87,6 +94,9 @@ func (o *Observer) target(pid int) error {
 	if err != nil {
 		return err
 	}
+	o.mu.Lock()
+	o.initPid = pid
+	o.mu.Unlock()
 	return o.ebpf.Target(ino)
 }
 
