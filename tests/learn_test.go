@@ -58,6 +58,11 @@ func TestLearningScriptedCommand(t *testing.T) {
 			t.Errorf("a learning run without --yes created %s:\n%s", s.Project+"/jail.json", hostFile(t, s.Project+"/jail.json"))
 		}
 		noSecret(t, r, "learning run", SSHKeySecret, AWSSecret, strings.TrimSpace(otherToolData))
+		// The tool created nothing that lasts (its home writes went to the
+		// overlay); jail's own learned profile is not the command's doing.
+		if l, ok := lineWithPrefix(r.Stderr, "jail: warning: the command created"); ok {
+			t.Errorf("a learning run warns about a path the command did not create on the host: %q", l)
+		}
 
 		// The home on disk is untouched: the tool's writes went to the
 		// overlay and were thrown away.
@@ -89,7 +94,7 @@ func TestLearnedProfileRerun(t *testing.T) {
 			t.Errorf("the rerun's request did not reach the upstream through the learned network.allow %s (paths %v)", g.Domain(), g.Up.Paths())
 		}
 		want := "jail: using learned profile " + g.LearnedPath()
-		if c := strings.Count(r.Stderr, "using learned profile"); c != 1 || !hasLine(r.Stderr, want) {
+		if c := strings.Count(r.Stderr, "using learned profile"); c != 1 || !hasLineStarting(r.Stderr, want) {
 			t.Errorf("the first run after learning: want the line %q exactly once (found %d):\n%s", want, c, r.Stderr)
 		}
 		// allowWrite ~/.cache/tool is real now.
@@ -191,7 +196,7 @@ func TestLearningMergeYes(t *testing.T) {
 }
 `, 0o644)
 		r, _ := g.learn(t, "--yes")
-		if want := "jail: merged into " + cfg; !hasLine(r.Stderr, want) {
+		if want := "jail: merged into " + cfg; !hasLineStarting(r.Stderr, want) {
 			t.Errorf("stderr has no line %q:\n%s", want, r.Stderr)
 		}
 		text := hostFile(t, cfg)
@@ -228,7 +233,7 @@ func TestLearningMergeYes(t *testing.T) {
 		os.Remove(g.LearnedPath())
 		s.NoAutoTrust = false
 		r, _ = g.learn(t, "--yes")
-		if want := "jail: merged into " + cfg; !hasLine(r.Stderr, want) {
+		if want := "jail: merged into " + cfg; !hasLineStarting(r.Stderr, want) {
 			t.Errorf("with no jail.json: stderr has no line %q:\n%s", want, r.Stderr)
 		}
 		if _, err := os.Stat(cfg); err != nil {
@@ -334,6 +339,7 @@ func TestWatchMode(t *testing.T) {
 		wantFile("MKDIR", s.Home+"/.cache/tool", "allow", "")
 		wantFile("WRITE", s.Home+"/.cache/tool/x", "allow", "")
 		wantFile("READ", s.Home+"/.config/tool/absent", "error", "ENOENT")
+		wantFile("MKDIR", s.Home+"/.config/tool", "error", "EEXIST")
 		key := s.Home + "/.ssh/id_ed25519"
 		var keyEntries []decision
 		for _, d := range ds {
