@@ -466,7 +466,9 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		if _, w := visible(pp); w {
 			if f.info(pp).Exists {
 				roPaths = append(roPaths, pp)
-			} else {
+			} else if p.OverlayHome == "" || !under(pp, f.Home) {
+				// (What a learning run creates in the home stays in the
+				// overlay: it cannot reach the disk to be reported.)
 				p.Missing = append(p.Missing, pp)
 			}
 		}

@@ -26,8 +26,10 @@ import (
 // seen. Reads (opens without a write flag) and execs are checked before the
 // answer by looking for the file through /proc/PID/root: missing (or
 // otherwise not reachable from the host) gives that errno, present gives 0,
-// whatever Landlock or permissions then say. Writes, mkdirs, unlinks,
-// renames and connects are reported with Errno 0: the tool meant to do them.
+// whatever Landlock or permissions then say. A mkdir of what exists is
+// reported EEXIST, a connect to a unix socket path that is missing ENOENT.
+// Other writes, unlinks, renames and connects are reported with Errno 0:
+// the tool meant to do them.
 // The check resolves absolute symlinks in the host's view, not the jail's.
 
 // op is how a notified call's arguments are laid out.
@@ -306,10 +308,16 @@ func (s *supervisor) decodeTrace(n *seccompNotif, o op, t *traced) bool {
 		return path(unix.AT_FDCWD, a[0])
 	case opMkdir, opMkdirat:
 		t.kind, t.write = learn.Mkdir, true
+		ok := false
 		if o == opMkdir {
-			return path(unix.AT_FDCWD, a[0])
+			ok = path(unix.AT_FDCWD, a[0])
+		} else {
+			ok = path(dirfd(0), a[1])
 		}
-		return path(dirfd(0), a[1])
+		if ok && s.absent(pid, t.path[0]) == 0 {
+			t.errno = int(unix.EEXIST) // mkdir -p probing what exists
+		}
+		return ok
 	case opUnlink, opUnlinkat:
 		t.kind, t.write = learn.Unlink, true
 		if o == opUnlink {
@@ -341,6 +349,7 @@ func (s *supervisor) decodeTrace(n *seccompNotif, o op, t *traced) bool {
 				return false
 			}
 			t.n = 1
+			t.errno = s.absent(pid, t.path[0]) // no socket there: ENOENT
 		default:
 			return false
 		}

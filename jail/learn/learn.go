@@ -148,8 +148,8 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 		if ev.Kind == Exec && ev.Errno == 0 && !isSecret(p, home) {
 			programs[p] = true
 		}
-		if underAny(p, excluded) {
-			continue
+		if underAny(p, excluded) && (home == "" || !under(p, home)) {
+			continue // a home under /tmp is still the home
 		}
 		if isSecret(p, home) {
 			verb := "read"

@@ -29,6 +29,7 @@ func TestSynthesize(t *testing.T) {
 		name   string
 		events []Event
 		reqs   []Request
+		facts  Facts // the package's facts when zero
 		want   Report
 	}{
 		{
@@ -140,6 +141,20 @@ func TestSynthesize(t *testing.T) {
 			},
 		},
 		{
+			name: "a home under /tmp is still the home",
+			events: []Event{
+				{Kind: Open, Path: "/tmp/t1/home/.config/tool/settings"},
+				{Kind: Mkdir, Path: "/tmp/t1/home/.cache/tool"},
+				{Kind: Open, Path: "/tmp/t1/home/.ssh/id_ed25519", Errno: 2},
+				{Kind: Open, Path: "/tmp/scratch", Write: true},
+			},
+			facts: Facts{Home: "/tmp/t1/home", Project: "/tmp/t1/project", SystemDirs: []string{"/usr", "/etc"}},
+			want: Report{
+				Profile:    Profile{AllowRead: []string{"~/.config/tool"}, AllowWrite: []string{"~/.cache/tool"}},
+				KeptDenied: []string{"tried to read ~/.ssh/id_ed25519: kept denied"},
+			},
+		},
+		{
 			name: "mkdir -p and O_EXCL probes of what exists are no writes",
 			events: []Event{
 				{Kind: Mkdir, Path: "/home/u/.cache", Errno: 17},
@@ -197,7 +212,11 @@ func TestSynthesize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Synthesize(tt.events, tt.reqs, facts)
+			f := facts
+			if tt.facts.Home != "" {
+				f = tt.facts
+			}
+			got := Synthesize(tt.events, tt.reqs, f)
 			norm(&got)
 			norm(&tt.want)
 			if !reflect.DeepEqual(got, tt.want) {
