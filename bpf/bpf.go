@@ -96,7 +96,7 @@ func Start(pidnsInode uint32) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
-	for _, p := range []*ebpf.Program{objs.SysEnter, objs.SysExit} {
+	for _, p := range []*ebpf.Program{objs.SysEnter, objs.SysExit, objs.SchedProcessFork} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
 			t.Close()
@@ -163,24 +163,121 @@ func (t *Tracer) Close() error {
 func (t *Tracer) read() {
 	defer close(t.done)
 	defer close(t.events)
+	var rec ringbuf.Record
 	var raw probesEvent
+	res := resolver{procs: map[uint32]*procState{}}
 	for {
-		rec, err := t.rd.Read()
-		if err != nil {
+		if err := t.rd.ReadInto(&rec); err != nil {
 			return // closed, or drained after Stop
 		}
 		if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
 			continue
 		}
-		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &raw); err != nil {
+		// The record is the C struct as the probes wrote it.
+		raw = *(*probesEvent)(unsafe.Pointer(&rec.RawSample[0]))
+		e, ok := res.event(&raw)
+		if !ok {
 			continue
 		}
 		select {
-		case t.events <- convert(&raw):
+		case t.events <- e:
 		case <-t.stop:
 			return
 		}
 	}
+}
+
+// procState is what the tracer knows of a process: its working directory
+// and the directories its descriptors were opened on.
+type procState struct {
+	cwd string
+	fds map[int32]string
+}
+
+// resolver makes the probes' paths absolute from the event stream itself:
+// a process's chdir, fchdir, opens and forks arrive in order, so a
+// relative path is resolved against the directory the process was in when
+// it made the call, not when jail reads the event. /proc is asked only
+// about a process first seen mid-way.
+type resolver struct {
+	procs map[uint32]*procState
+}
+
+func (r *resolver) state(tgid uint32) *procState {
+	st := r.procs[tgid]
+	if st == nil {
+		st = &procState{fds: map[int32]string{}}
+		r.procs[tgid] = st
+	}
+	return st
+}
+
+// dir is the directory a path relative to dirfd is taken against.
+func (r *resolver) dir(tgid uint32, dirfd int32) string {
+	st := r.state(tgid)
+	if dirfd == AtFDCWD {
+		if st.cwd == "" {
+			st.cwd = readlink("/proc/" + strconv.Itoa(int(tgid)) + "/cwd")
+		}
+		return st.cwd
+	}
+	if d, ok := st.fds[dirfd]; ok {
+		return d
+	}
+	return readlink("/proc/" + strconv.Itoa(int(tgid)) + "/fd/" + strconv.Itoa(int(dirfd)))
+}
+
+func (r *resolver) abs(tgid uint32, dirfd int32, p string) string {
+	if p == "" {
+		return ""
+	}
+	if p[0] == '/' {
+		return filepath.Clean(p)
+	}
+	d := r.dir(tgid, dirfd)
+	if d == "" {
+		return ""
+	}
+	return filepath.Join(d, p)
+}
+
+// event updates the processes' state and returns the event to deliver,
+// ok false for the bookkeeping kinds.
+func (r *resolver) event(raw *probesEvent) (Event, bool) {
+	switch Kind(raw.Kind) {
+	case KindFork:
+		parent := r.state(raw.Tgid)
+		child := &procState{cwd: parent.cwd, fds: make(map[int32]string, len(parent.fds))}
+		for fd, d := range parent.fds {
+			child.fds[fd] = d
+		}
+		r.procs[uint32(raw.Ret)] = child
+		return Event{}, false
+	case KindChdir:
+		if raw.Ret == 0 {
+			var d string
+			if p := cstr(raw.Path[:]); p != "" {
+				d = r.abs(raw.Tgid, AtFDCWD, p)
+			} else {
+				d = r.dir(raw.Tgid, raw.Dirfd)
+			}
+			r.state(raw.Tgid).cwd = d
+		}
+		return Event{}, false
+	}
+	e := convert(raw, r)
+	if e.Kind == KindOpen && e.Ret >= 0 && e.AbsPath != "" {
+		r.state(e.Tgid).fds[int32(e.Ret)] = e.AbsPath
+	}
+	return e, true
+}
+
+func readlink(p string) string {
+	d, err := os.Readlink(p)
+	if err != nil || !filepath.IsAbs(d) {
+		return ""
+	}
+	return d
 }
 
 func cstr(b []int8) string {
@@ -191,7 +288,7 @@ func cstr(b []int8) string {
 	return string(s)
 }
 
-func convert(r *probesEvent) Event {
+func convert(r *probesEvent, res *resolver) Event {
 	e := Event{
 		Pid: r.Pid, Tgid: r.Tgid, Kind: Kind(r.Kind), Flags: r.Flags, Ret: r.Ret,
 		Comm: cstr(r.Comm[:]), Dirfd: r.Dirfd, Dirfd2: r.Dirfd2, Family: r.Family,
@@ -214,33 +311,12 @@ func convert(r *probesEvent) Event {
 	default:
 		e.Path = cstr(r.Path[:])
 		e.Path2 = cstr(r.Path2[:])
-		e.AbsPath = resolve(e.Tgid, e.Dirfd, e.Path)
+		e.AbsPath = res.abs(e.Tgid, e.Dirfd, e.Path)
 		if e.Kind == KindRename {
-			e.AbsPath2 = resolve(e.Tgid, e.Dirfd2, e.Path2)
+			e.AbsPath2 = res.abs(e.Tgid, e.Dirfd2, e.Path2)
 		}
 	}
 	return e
-}
-
-// resolve makes p absolute using the process's working directory or dirfd
-// as seen in /proc. It is best effort: the process may have exited or
-// changed directory since the syscall.
-func resolve(tgid uint32, dirfd int32, p string) string {
-	if p == "" {
-		return ""
-	}
-	if filepath.IsAbs(p) {
-		return filepath.Clean(p)
-	}
-	link := "/proc/" + strconv.Itoa(int(tgid)) + "/cwd"
-	if dirfd != AtFDCWD {
-		link = "/proc/" + strconv.Itoa(int(tgid)) + "/fd/" + strconv.Itoa(int(dirfd))
-	}
-	dir, err := os.Readlink(link)
-	if err != nil || !filepath.IsAbs(dir) {
-		return ""
-	}
-	return filepath.Join(dir, p)
 }
 
 func wrapPerm(what string, err error) error {

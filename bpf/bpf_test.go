@@ -169,3 +169,58 @@ loop:
 		t.Fatalf("missing events: %v", want)
 	}
 }
+
+// TestRelativePathsFollowChdir: mkdir -p changes directory with chdir and
+// fchdir between relative mkdirs, and its children inherit where they are.
+// Each relative path must resolve against the directory the process was in
+// at the call, even though the process has moved on (or exited) by the time
+// the event is read.
+func TestRelativePathsFollowChdir(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", `read x; mkdir -p `+dir+`/a/b/c; cd `+dir+`/a && (cat b/../../none 2>/dev/null; true); cd /; mkdir -p `+dir+`/x/y`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := startInPidNS(t, cmd)
+	defer cmd.Process.Kill()
+	tr, err := Start(ino)
+	if err != nil {
+		if errors.Is(err, ErrPermission) {
+			t.Skipf("needs CAP_BPF and CAP_PERFMON: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	tr.Stop()
+	mkdirs := map[string]bool{}
+	opens := map[string]bool{}
+	for e := range tr.Events() {
+		switch e.Kind {
+		case KindMkdir:
+			if e.Ret == 0 {
+				mkdirs[e.AbsPath] = true
+			}
+		case KindOpen:
+			opens[e.AbsPath] = true
+		case KindChdir, KindFork:
+			t.Errorf("bookkeeping event delivered: %+v", e)
+		}
+	}
+	for _, want := range []string{"a", "a/b", "a/b/c", "x", "x/y"} {
+		if !mkdirs[filepath.Join(dir, want)] {
+			t.Errorf("mkdir of %s/%s not resolved; successful mkdirs: %v", dir, want, mkdirs)
+		}
+	}
+	if len(mkdirs) != 5 {
+		t.Errorf("want exactly 5 successful mkdirs, got %v", mkdirs)
+	}
+	if !opens[filepath.Join(dir, "none")] {
+		t.Errorf("a subshell's relative open was not resolved against the directory it inherited: %v", opens)
+	}
+}

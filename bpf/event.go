@@ -17,6 +17,10 @@ const (
 	KindUnlink  Kind = 5
 	KindRename  Kind = 6
 	KindRmdir   Kind = 7
+	// KindChdir and KindFork keep the tracer's view of each process's
+	// working directory exact; Events does not deliver them.
+	KindChdir Kind = 8
+	KindFork  Kind = 9
 )
 
 func (k Kind) String() string {
@@ -35,6 +39,10 @@ func (k Kind) String() string {
 		return "rename"
 	case KindRmdir:
 		return "rmdir"
+	case KindChdir:
+		return "chdir"
+	case KindFork:
+		return "fork"
 	}
 	return fmt.Sprintf("kind(%d)", uint32(k))
 }

@@ -35,6 +35,8 @@ enum kind {
 	KIND_UNLINK = 5,
 	KIND_RENAME = 6,
 	KIND_RMDIR = 7,
+	KIND_CHDIR = 8,  // chdir(path): path; fchdir(fd): dirfd, empty path
+	KIND_FORK = 9,   // a new process: tgid is the parent, ret the child's tgid
 };
 
 struct event {
@@ -74,6 +76,8 @@ enum handler {
 	H_EXECVE = 13,   // execve(path, argv, envp)
 	H_EXECVEAT = 14, // execveat(dfd, path, argv, envp, flags)
 	H_CONNECT = 15,  // connect(fd, addr, len)
+	H_CHDIR = 16,    // chdir(path)
+	H_FCHDIR = 17,   // fchdir(fd)
 };
 
 const enum handler *unused_handler __attribute__((unused));
@@ -343,7 +347,34 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		return path_event(KIND_EXEC, a0, a1, ARG(regs, 4));
 	case H_CONNECT:
 		return connect_event(a0, a1);
+	case H_CHDIR:
+		return path_event(KIND_CHDIR, AT_FDCWD, a0, 0);
+	case H_FCHDIR: {
+		// fchdir(fd): the Go side knows the directory fd from the open
+		// that returned it (relative paths are resolved there, in order).
+		struct event *e = begin(KIND_CHDIR);
+		if (!e)
+			return 0;
+		e->dirfd = (__s32)a0;
+		return commit(e);
 	}
+	}
+	return 0;
+}
+
+// A new process inherits its parent's working directory and descriptors:
+// the Go side copies what it knows of them, so relative paths resolve
+// without asking /proc after the fact. Threads share them already.
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (parent->tgid == child->tgid || !in_target())
+		return 0;
+	struct event *e = begin(KIND_FORK);
+	if (!e)
+		return 0;
+	e->ret = child->tgid;
+	bpf_ringbuf_output(&events, e, sizeof(*e), 0);
 	return 0;
 }
 

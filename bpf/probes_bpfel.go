@@ -50,21 +50,24 @@ const (
 	probesHandlerH_EXECVE    probesHandler = 13
 	probesHandlerH_EXECVEAT  probesHandler = 14
 	probesHandlerH_CONNECT   probesHandler = 15
+	probesHandlerH_CHDIR     probesHandler = 16
+	probesHandlerH_FCHDIR    probesHandler = 17
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	probesMapEvents         = "events"
-	probesMapInflight       = "inflight"
-	probesMapScratch        = "scratch"
-	probesMapSyscallHandler = "syscall_handler"
-	probesMapTargetPidns    = "target_pidns"
-	probesProgSysEnter      = "sys_enter"
-	probesProgSysExit       = "sys_exit"
-	probesVarUnusedEvent    = "unused_event"
-	probesVarUnusedHandler  = "unused_handler"
+	probesMapEvents            = "events"
+	probesMapInflight          = "inflight"
+	probesMapScratch           = "scratch"
+	probesMapSyscallHandler    = "syscall_handler"
+	probesMapTargetPidns       = "target_pidns"
+	probesProgSchedProcessFork = "sched_process_fork"
+	probesProgSysEnter         = "sys_enter"
+	probesProgSysExit          = "sys_exit"
+	probesVarUnusedEvent       = "unused_event"
+	probesVarUnusedHandler     = "unused_handler"
 )
 
 // loadProbes returns the embedded CollectionSpec for probes.
@@ -109,8 +112,9 @@ type probesSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type probesProgramSpecs struct {
-	SysEnter *ebpf.ProgramSpec `ebpf:"sys_enter"`
-	SysExit  *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	SchedProcessFork *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
+	SysEnter         *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit          *ebpf.ProgramSpec `ebpf:"sys_exit"`
 }
 
 // probesMapSpecs contains maps before they are loaded into the kernel.
@@ -181,12 +185,14 @@ type probesVariables struct {
 //
 // It can be passed to loadProbesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type probesPrograms struct {
-	SysEnter *ebpf.Program `ebpf:"sys_enter"`
-	SysExit  *ebpf.Program `ebpf:"sys_exit"`
+	SchedProcessFork *ebpf.Program `ebpf:"sched_process_fork"`
+	SysEnter         *ebpf.Program `ebpf:"sys_enter"`
+	SysExit          *ebpf.Program `ebpf:"sys_exit"`
 }
 
 func (p *probesPrograms) Close() error {
 	return _ProbesClose(
+		p.SchedProcessFork,
 		p.SysEnter,
 		p.SysExit,
 	)

@@ -22,4 +22,6 @@ var syscallHandlers = map[uint32]probesHandler{
 	unix.SYS_EXECVE:    probesHandlerH_EXECVE,
 	unix.SYS_EXECVEAT:  probesHandlerH_EXECVEAT,
 	unix.SYS_CONNECT:   probesHandlerH_CONNECT,
+	unix.SYS_CHDIR:     probesHandlerH_CHDIR,
+	unix.SYS_FCHDIR:    probesHandlerH_FCHDIR,
 }

@@ -29,8 +29,8 @@ type Observer struct {
 	mu      sync.Mutex
 	initPid int // the jail's first process: bubblewrap's setup, then init
 	events  []learn.Event
-	ebpf   *bpf.Tracer
-	done   chan struct{}
+	ebpf    *bpf.Tracer
+	done    chan struct{}
 }
 
 // Events returns what was observed, in arrival order.

@@ -36,6 +36,8 @@ struct thread_info {
 
 struct task_struct {
 	struct thread_info thread_info;
+	int pid;
+	int tgid;
 	struct pid *thread_pid;
 };
 
