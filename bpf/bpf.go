@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -167,7 +168,12 @@ func (t *Tracer) read() {
 	var raw probesEvent
 	res := resolver{procs: map[uint32]*procState{}}
 	for {
+		// The probes wake the reader only when much is waiting: poll.
+		t.rd.SetDeadline(time.Now().Add(pollInterval))
 		if err := t.rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
 			return // closed, or drained after Stop
 		}
 		if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
@@ -186,6 +192,10 @@ func (t *Tracer) read() {
 		}
 	}
 }
+
+// pollInterval bounds how long an event waits in the ring before the
+// reader sees it (watch mode shows events this late at most).
+const pollInterval = 10 * time.Millisecond
 
 // procState is what the tracer knows of a process: its working directory
 // and the directories its descriptors were opened on.

@@ -236,6 +236,19 @@ static __always_inline struct event *begin(__u32 kind)
 	return e;
 }
 
+// WAKEUP_BYTES: the reader is woken when this much is waiting, not for
+// every event (a wake-up per event costs the traced command more than the
+// probes do); it also polls every few milliseconds for the rest.
+#define WAKEUP_BYTES (256 * 1024)
+
+static __always_inline void emit(struct event *e)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_output(&events, e, sizeof(*e), flags);
+}
+
 static __always_inline int commit(struct event *e)
 {
 	__u32 tid = e->pid;
@@ -374,7 +387,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	if (!e)
 		return 0;
 	e->ret = child->tgid;
-	bpf_ringbuf_output(&events, e, sizeof(*e), 0);
+	emit(e);
 	return 0;
 }
 
@@ -392,7 +405,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	if (!e)
 		return 0;
 	e->ret = ret;
-	bpf_ringbuf_output(&events, e, sizeof(*e), 0);
+	emit(e);
 	bpf_map_delete_elem(&inflight, &tid);
 	return 0;
 }

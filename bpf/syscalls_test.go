@@ -44,7 +44,14 @@ func helper() {
 		unix.Close(fd)
 	}
 	fmt.Println("ok")
+	wd, _ := os.Getwd()
 	in.ReadString('\n')
+	// As in a jail, where every process descends from one whose chdir the
+	// tracer saw: relative paths resolve from the traced chdir, not from
+	// /proc after the process has gone.
+	if err := unix.Chdir(wd); err != nil {
+		fail("chdir", err)
+	}
 
 	// Untraced syscalls on a path: must not produce events.
 	var st unix.Stat_t

@@ -55,6 +55,27 @@ func (o *Observer) add(e learn.Event) {
 	}
 }
 
+// preloaded is the eBPF tracer PreloadTracer loads in the background.
+var preloaded struct {
+	once sync.Once
+	done chan struct{}
+	t    *bpf.Tracer
+	err  error
+}
+
+// PreloadTracer starts loading the eBPF probes now (tens of milliseconds:
+// the kernel's BTF, the verifier), so that the load overlaps planning the
+// jail; Observer.Start takes the result.
+func PreloadTracer() {
+	preloaded.once.Do(func() {
+		preloaded.done = make(chan struct{})
+		go func() {
+			preloaded.t, preloaded.err = bpf.Start(0)
+			close(preloaded.done)
+		}()
+	})
+}
+
 // Start picks and prepares the tracer before the jail starts (RunObserved
 // calls it when the caller did not): eBPF is loaded now and aimed at the
 // jail's PID namespace once it exists.
@@ -66,7 +87,10 @@ func (o *Observer) Start() error {
 		return fmt.Errorf("unknown tracer %q; use %s or %s", o.Want, TracerEBPF, TracerSeccomp)
 	}
 	if o.Want != TracerSeccomp {
-		t, err := bpf.Start(0)
+		PreloadTracer()
+		<-preloaded.done
+		t, err := preloaded.t, preloaded.err
+		preloaded.t, preloaded.err = nil, errors.New("bpf: the preloaded tracer is taken")
 		if err == nil {
 			o.ebpf, o.Used = t, TracerEBPF
 			o.done = make(chan struct{})

@@ -53,3 +53,6 @@ func (o *Observer) Events() []learn.Event { return nil }
 func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	return 125, &ExitError{125, errPlatform}
 }
+
+// PreloadTracer does nothing on this platform.
+func PreloadTracer() {}

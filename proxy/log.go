@@ -103,6 +103,31 @@ func (l *Log) Close() error {
 // until fn returns false. A missing log has no entries. A last line
 // without its newline is being written and is skipped.
 func ReadLog(dir string, fn func(Entry) bool) error {
+	return readLog(dir, 0, nil, fn)
+}
+
+// LogSize is the decision log's length now: ReadSession from it sees only
+// what is logged afterwards.
+func LogSize(dir string) int64 {
+	st, err := os.Stat(filepath.Join(dir, logFile))
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// ReadSession is ReadLog for one session's entries logged at or after
+// offset from (see LogSize). Other lines are skipped without decoding: the
+// log grows with every run, a run's summary must not.
+func ReadSession(dir, session string, from int64, fn func(Entry) bool) error {
+	key, _ := json.Marshal(session)
+	key = append([]byte(`"session":`), key...)
+	return readLog(dir, from, key, func(e Entry) bool {
+		return e.Session != session || fn(e)
+	})
+}
+
+func readLog(dir string, from int64, key []byte, fn func(Entry) bool) error {
 	path := filepath.Join(dir, logFile)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -112,6 +137,11 @@ func ReadLog(dir string, fn func(Entry) bool) error {
 		return fmt.Errorf("reading decision log: %w", err)
 	}
 	defer f.Close()
+	if from > 0 {
+		if _, err := f.Seek(from, io.SeekStart); err != nil {
+			return fmt.Errorf("reading decision log: %w", err)
+		}
+	}
 	r := bufio.NewReaderSize(f, 64<<10)
 	for n := 1; ; n++ {
 		line, err := r.ReadBytes('\n')
@@ -121,7 +151,7 @@ func ReadLog(dir string, fn func(Entry) bool) error {
 		if err != nil {
 			return fmt.Errorf("reading %q: %w", path, err)
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(line)) == 0 || key != nil && !bytes.Contains(line, key) {
 			continue
 		}
 		var e Entry

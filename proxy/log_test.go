@@ -147,3 +147,27 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// ReadSession sees one session's entries logged after an offset, and only
+// those, whatever else the log holds.
+func TestReadSession(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Write(Entry{Session: "s1", Host: "before.test", Verdict: "allow"})
+	from := LogSize(dir)
+	l.Write(Entry{Session: "s1", Host: "a.test", Verdict: "allow"})
+	l.Write(Entry{Session: "s2", Host: "other.test", Path: `"session":"s1"x`, Verdict: "allow"})
+	l.Write(Entry{Session: "s10", Host: "prefix.test", Verdict: "allow"})
+	l.Write(Entry{Session: "s1", Host: "b.test", Verdict: "deny"})
+	var got []string
+	if err := ReadSession(dir, "s1", from, func(e Entry) bool { got = append(got, e.Host); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "a.test,b.test" {
+		t.Errorf("ReadSession = %v, want [a.test b.test]", got)
+	}
+}

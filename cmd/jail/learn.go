@@ -43,6 +43,7 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jail: %s (tracer: %s)\n", verb, obs.Used)
 	}
 
+	logFrom := proxy.LogSize(plan.StateDir)
 	code, err := jail.RunObserved(plan, stderr, obs)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
@@ -54,7 +55,7 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 	reportCreated(plan, stderr)
 
 	events := obs.Events()
-	reqs := sessionRequests(plan)
+	reqs := sessionRequests(plan, logFrom)
 	report := learn.Synthesize(events, reqs, learn.Facts{Home: info.home, Project: plan.ProjectRoot, SystemDirs: jail.SystemDirs()})
 	if plan.Mode == "watch" {
 		files, execs := 0, 0
@@ -138,13 +139,11 @@ func offerMerge(p learn.Profile, info *planInfo, yes bool, stderr io.Writer) {
 	fmt.Fprintf(stderr, "jail: merged into %s\n", target)
 }
 
-// sessionRequests reads the proxy's decisions of this run.
-func sessionRequests(plan *jail.Plan) []learn.Request {
+// sessionRequests reads the proxy's decisions of this run, logged after
+// offset from.
+func sessionRequests(plan *jail.Plan, from int64) []learn.Request {
 	var reqs []learn.Request
-	proxy.ReadLog(plan.StateDir, func(e proxy.Entry) bool {
-		if e.Session != plan.Session {
-			return true
-		}
+	proxy.ReadSession(plan.StateDir, plan.Session, from, func(e proxy.Entry) bool {
 		switch e.Scheme {
 		case "file", "exec", "connect":
 			return true // tracer and supervisor entries, not requests

@@ -105,6 +105,9 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	case watch:
 		opts.Mode = "watch"
 	}
+	if opts.Mode != "" && os.Getenv("JAIL_TRACER") != jail.TracerSeccomp {
+		jail.PreloadTracer() // overlaps the probes' load with planning
+	}
 	argv := fs.Args()
 	if fs.Changed("command") {
 		if len(argv) > 0 {
