@@ -56,7 +56,7 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 
 	events := obs.Events()
 	reqs := sessionRequests(plan, logFrom)
-	report := learn.Synthesize(events, reqs, learn.Facts{Home: info.home, Project: plan.ProjectRoot, SystemDirs: jail.SystemDirs()})
+	report := learn.Synthesize(events, reqs, learn.Facts{Home: info.home, Project: plan.ProjectRoot, SystemDirs: jail.SystemDirs(), Allowed: info.allowed})
 	if plan.Mode == "watch" {
 		files, execs := 0, 0
 		for _, e := range events {

@@ -201,8 +201,9 @@ func askTrust(u *untrustedConfig, stderr io.Writer) bool {
 // planInfo is what the CLI keeps of planning besides the plan.
 type planInfo struct {
 	home, root    string
-	projectConfig string // the project's jail.json, "" when it has none
-	learned       string // the learned profile layered in, if any
+	projectConfig string   // the project's jail.json, "" when it has none
+	learned       string   // the learned profile layered in, if any
+	allowed       []string // literal allowRead and allowWrite paths of the policy
 }
 
 // makePlan resolves the policy for this directory and plans the jail.
@@ -244,6 +245,11 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 	pol, err := jail.Resolve(layers, root, home, opts)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	for _, p := range append(append([]string{}, pol.AllowRead...), pol.AllowWrite...) {
+		if !jail.HasMeta(p) {
+			info.allowed = append(info.allowed, p)
+		}
 	}
 	if !pol.NoNetwork {
 		pol.Registries = jail.RegistryHosts(argv, root, home, os.Getenv)

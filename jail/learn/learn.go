@@ -62,6 +62,10 @@ type Request struct {
 type Facts struct {
 	Home, Project string
 	SystemDirs    []string // /usr /etc /opt /bin /lib...
+	// Allowed are the literal paths the run's policy made readable or
+	// writable (config, profiles, flags): what lies under one is proposed
+	// as that path, no wider.
+	Allowed []string
 }
 
 // Report is the result of a learning run.
@@ -77,8 +81,9 @@ type Profile struct {
 	Programs              []string // executed programs (paths as seen), informational
 }
 
-// privateDirs are always left out: per-jail or virtual file systems.
-var privateDirs = []string{"/proc", "/dev", "/tmp", "/sys"}
+// privateDirs are always left out: per-jail or virtual file systems, and
+// /run/jail, where every jail keeps its CA bundle, sockets and init.
+var privateDirs = []string{"/proc", "/dev", "/tmp", "/sys", "/run/jail"}
 
 // appParents are home directories whose children are per-application
 // directories: ~/.config/tool/a/b collapses to ~/.config/tool.
@@ -114,7 +119,9 @@ const errEEXIST = 17
 //     ~/.cache, ~/.local/share, ~/.local/state; the parents themselves are
 //     never proposed), ~/.local/<dir>/… → ~/.local/<dir>, ~/.<entry>/… →
 //     ~/.<entry> (~/.toolrc stays a file), ~/<dir>/<sub>/… → ~/<dir>/<sub>;
-//     paths outside the home collapse to their first two components.
+//     paths under a path the policy allows are proposed as that path;
+//     other paths outside the home collapse to the directory holding
+//     them, at most three levels deep.
 //
 // The secret list mirrors the jail's default masks; a collapsed directory
 // such as ~/.config/gh may contain a secret (hosts.yml), which the jail
@@ -174,7 +181,15 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 		if ev.Errno != 0 && !write {
 			continue
 		}
-		key := collapse(p, home)
+		key := ""
+		for _, a := range f.Allowed {
+			if a = cleanAbs(a); a != "" && a != home && under(p, a) && len(a) > len(key) {
+				key = a
+			}
+		}
+		if key == "" {
+			key = collapse(p, home)
+		}
 		if key == "" {
 			continue
 		}
@@ -306,9 +321,15 @@ func isSecret(p, home string) bool {
 func collapse(p, home string) string {
 	rel, ok := homeRel(p, home)
 	if !ok {
+		// Outside the home: the directory holding the file, at most three
+		// levels deep (/srv/data/a → /srv/data, /var/cache/app/x/y →
+		// /var/cache/app), never a top-level directory.
 		parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-		if len(parts) > 2 {
-			parts = parts[:2]
+		switch {
+		case len(parts) > 3:
+			parts = parts[:3]
+		case len(parts) >= 3:
+			parts = parts[:len(parts)-1]
 		}
 		return "/" + strings.Join(parts, "/")
 	}

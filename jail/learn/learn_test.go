@@ -83,9 +83,9 @@ func TestSynthesize(t *testing.T) {
 				{Kind: Open, Path: "/usr/lib/x.so"}, {Kind: Open, Path: "/etc/hosts"}, {Kind: Open, Path: "/proc/self/maps"},
 				{Kind: Open, Path: "/dev/null", Write: true}, {Kind: Create, Path: "/tmp/x"}, {Kind: Open, Path: "/sys/fs/cgroup"},
 				{Kind: Create, Path: "/home/u/src/proj/out/a.o"}, {Kind: Open, Path: "/home/u/src/proj"}, {Kind: Open, Path: "/home/u/src"},
-				{Kind: Open, Path: "/usrlocal/x/y/z"},
+				{Kind: Open, Path: "/usrlocal/x/y/z"}, {Kind: Open, Path: "/run/jail/ca.pem"},
 			},
-			want: Report{Profile: Profile{AllowRead: []string{"/usrlocal/x"}}},
+			want: Report{Profile: Profile{AllowRead: []string{"/usrlocal/x/y"}}},
 		},
 		{
 			name: "failed reads dropped, failed writes kept",
@@ -208,6 +208,21 @@ func TestSynthesize(t *testing.T) {
 				{Kind: Open, Path: "relative/path"},
 			},
 			want: Report{Profile: Profile{AllowRead: []string{"~/Documents"}, AllowWrite: []string{"/srv/data"}}},
+		},
+		{
+			name: "outside the home: no wider than the policy allowed, else three levels",
+			events: []Event{
+				{Kind: Open, Path: "/var/cache/agents/node_modules/x/index.js"},
+				{Kind: Exec, Path: "/var/cache/agents/node_modules/.bin/tool"},
+				{Kind: Open, Path: "/var/lib/app/db/x", Write: true},
+				{Kind: Open, Path: "/data/set/file"},
+			},
+			facts: Facts{Home: "/home/u", Project: "/home/u/proj", SystemDirs: []string{"/usr"}, Allowed: []string{"/var/cache/agents", "/home/u"}},
+			want: Report{Profile: Profile{
+				AllowRead:  []string{"/data/set", "/var/cache/agents"},
+				AllowWrite: []string{"/var/lib/app"},
+				Programs:   []string{"/var/cache/agents/node_modules/.bin/tool"},
+			}},
 		},
 	}
 	for _, tt := range tests {
