@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/jailsh/jail/jail/jsonc"
 )
 
 // Config is one layer of policy as written in a jail.json, the user's
@@ -133,12 +135,12 @@ func LoadConfigFile(path, display string) (*Config, error) {
 // ParseConfig parses and validates a config document. Unknown keys, wrong
 // types and invalid values are errors that carry file:line:column.
 func ParseConfig(data []byte, display string) (*Config, error) {
-	root, err := parseJSONC(data)
+	root, err := jsonc.Parse(data)
 	if err != nil {
-		var se *syntaxError
+		var se *jsonc.SyntaxError
 		if errors.As(err, &se) {
-			line, col := lineCol(data, se.off)
-			return nil, &ConfigError{File: display, Line: line, Col: col, Msg: se.msg}
+			line, col := jsonc.LineCol(data, se.Off)
+			return nil, &ConfigError{File: display, Line: line, Col: col, Msg: se.Msg}
 		}
 		return nil, err
 	}
@@ -159,21 +161,21 @@ type decoder struct {
 }
 
 func (d *decoder) errAt(off int, format string, args ...any) error {
-	line, col := lineCol(d.data, off)
+	line, col := jsonc.LineCol(d.data, off)
 	return &ConfigError{File: d.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
 }
 
 // decode fills v from n. name is the key being decoded (for messages) and
 // noun says what the value holds ("paths", "domains").
-func (d *decoder) decode(n *node, v reflect.Value, name, noun string) error {
+func (d *decoder) decode(n *jsonc.Node, v reflect.Value, name, noun string) error {
 	what := "the config"
 	if name != "" {
 		what = fmt.Sprintf("%q", name)
 	}
 	switch v.Kind() {
 	case reflect.Struct:
-		if n.kind != kindObject {
-			return d.errAt(n.off, "%s must be an object, got %s", what, n.kind)
+		if n.Kind != jsonc.Object {
+			return d.errAt(n.Start, "%s must be an object, got %s", what, n.Kind)
 		}
 		t := v.Type()
 		fields := map[string]int{}
@@ -182,55 +184,55 @@ func (d *decoder) decode(n *node, v reflect.Value, name, noun string) error {
 				fields[tag] = i
 			}
 		}
-		for _, m := range n.members {
-			i, ok := fields[m.key]
+		for _, m := range n.Members {
+			i, ok := fields[m.Key]
 			if !ok {
-				return d.errAt(m.keyOff, "unknown key %q%s%s", m.key, in(name), suggest(m.key, fields))
+				return d.errAt(m.KeyOff, "unknown key %q%s%s", m.Key, in(name), suggest(m.Key, fields))
 			}
 			f := t.Field(i)
 			noun := f.Tag.Get("noun")
 			if f.Type.Kind() == reflect.Map {
 				noun += "|" + f.Tag.Get("mapnoun")
 			}
-			if err := d.decode(m.value, v.Field(i), m.key, noun); err != nil {
+			if err := d.decode(m.Value, v.Field(i), m.Key, noun); err != nil {
 				return err
 			}
 		}
 	case reflect.String:
-		if n.kind != kindString {
-			return d.errAt(n.off, "%s must be %s, got %s", what, noun, n.kind)
+		if n.Kind != jsonc.String {
+			return d.errAt(n.Start, "%s must be %s, got %s", what, noun, n.Kind)
 		}
-		v.SetString(n.str)
+		v.SetString(n.Str)
 	case reflect.Slice:
-		if n.kind != kindArray {
-			return d.errAt(n.off, "%s must be a list of %s, got %s", what, noun, n.kind)
+		if n.Kind != jsonc.Array {
+			return d.errAt(n.Start, "%s must be a list of %s, got %s", what, noun, n.Kind)
 		}
-		out := make([]string, 0, len(n.items))
-		for _, it := range n.items {
-			if it.kind != kindString {
-				return d.errAt(it.off, "%s must be a list of %s, got %s in the list", what, noun, it.kind)
+		out := make([]string, 0, len(n.Items))
+		for _, it := range n.Items {
+			if it.Kind != jsonc.String {
+				return d.errAt(it.Start, "%s must be a list of %s, got %s in the list", what, noun, it.Kind)
 			}
-			if strings.TrimSpace(it.str) == "" {
-				return d.errAt(it.off, "%s has an empty entry", what)
+			if strings.TrimSpace(it.Str) == "" {
+				return d.errAt(it.Start, "%s has an empty entry", what)
 			}
-			if strings.ContainsRune(it.str, 0) {
-				return d.errAt(it.off, "%s has an entry with a NUL byte", what)
+			if strings.ContainsRune(it.Str, 0) {
+				return d.errAt(it.Start, "%s has an entry with a NUL byte", what)
 			}
-			out = append(out, it.str)
+			out = append(out, it.Str)
 		}
 		v.Set(reflect.ValueOf(out))
 	case reflect.Map:
 		noun, plural, _ := strings.Cut(noun, "|")
-		if n.kind != kindObject {
-			return d.errAt(n.off, "%s must be an object mapping names to %s, got %s", what, plural, n.kind)
+		if n.Kind != jsonc.Object {
+			return d.errAt(n.Start, "%s must be an object mapping names to %s, got %s", what, plural, n.Kind)
 		}
-		m := reflect.MakeMapWithSize(v.Type(), len(n.members))
-		for _, mem := range n.members {
+		m := reflect.MakeMapWithSize(v.Type(), len(n.Members))
+		for _, mem := range n.Members {
 			ev := reflect.New(v.Type().Elem()).Elem()
-			if err := d.decode(mem.value, ev, mem.key, noun); err != nil {
+			if err := d.decode(mem.Value, ev, mem.Key, noun); err != nil {
 				return err
 			}
-			m.SetMapIndex(reflect.ValueOf(mem.key), ev)
+			m.SetMapIndex(reflect.ValueOf(mem.Key), ev)
 		}
 		v.Set(m)
 	}
@@ -258,7 +260,7 @@ func suggest(key string, fields map[string]int) string {
 
 // lookup returns the node at a key path, or the deepest node found on the
 // way, for positioning validation errors.
-func lookup(n *node, keys ...string) *node {
+func lookup(n *jsonc.Node, keys ...string) *jsonc.Node {
 	for _, k := range keys {
 		next := find(n, k)
 		if next == nil {
@@ -270,12 +272,12 @@ func lookup(n *node, keys ...string) *node {
 }
 
 // find returns the node at a key path, nil when a key is missing.
-func find(n *node, keys ...string) *node {
+func find(n *jsonc.Node, keys ...string) *jsonc.Node {
 	for _, k := range keys {
-		var next *node
-		for _, m := range n.members {
-			if m.key == k {
-				next = m.value
+		var next *jsonc.Node
+		for _, m := range n.Members {
+			if m.Key == k {
+				next = m.Value
 			}
 		}
 		if next == nil {
@@ -288,67 +290,67 @@ func find(n *node, keys ...string) *node {
 
 // validate checks values whose type is right but whose content is not,
 // walking the document so that errors name the first bad entry in it.
-func (d *decoder) validate(root *node, c *Config) error {
+func (d *decoder) validate(root *jsonc.Node, c *Config) error {
 	switch c.Network.Unknown {
 	case "", "deny", "allow":
 	case "ask":
-		return d.errAt(lookup(root, "network", "unknown").off, `"unknown": "ask" is not supported yet; use "deny" or "allow"`)
+		return d.errAt(lookup(root, "network", "unknown").Start, `"unknown": "ask" is not supported yet; use "deny" or "allow"`)
 	default:
-		return d.errAt(lookup(root, "network", "unknown").off, `"unknown" must be "deny" or "allow", got %q`, c.Network.Unknown)
+		return d.errAt(lookup(root, "network", "unknown").Start, `"unknown" must be "deny" or "allow", got %q`, c.Network.Unknown)
 	}
-	items := func(keys ...string) []*node {
+	items := func(keys ...string) []*jsonc.Node {
 		if n := find(root, keys...); n != nil {
-			return n.items
+			return n.Items
 		}
 		return nil
 	}
-	members := func(keys ...string) []member {
+	members := func(keys ...string) []jsonc.Member {
 		if n := find(root, keys...); n != nil {
-			return n.members
+			return n.Members
 		}
 		return nil
 	}
 	for _, it := range items("extends") {
-		if strings.ContainsAny(it.str, "/\\") {
-			return d.errAt(it.off, "profile name %q must not contain a slash", it.str)
+		if strings.ContainsAny(it.Str, "/\\") {
+			return d.errAt(it.Start, "profile name %q must not contain a slash", it.Str)
 		}
 	}
 	for _, key := range []string{"allow", "deny", "passthrough"} {
 		for _, it := range items("network", key) {
-			if err := checkDomain(it.str); err != nil {
-				return d.errAt(it.off, "%v", err)
+			if err := checkDomain(it.Str); err != nil {
+				return d.errAt(it.Start, "%v", err)
 			}
 		}
 	}
 	for _, m := range members("network", "hosts") {
-		if err := checkDomain(m.key); err != nil || strings.Contains(m.key, "*") {
-			return d.errAt(m.keyOff, "%q in \"hosts\" must be a plain host name", m.key)
+		if err := checkDomain(m.Key); err != nil || strings.Contains(m.Key, "*") {
+			return d.errAt(m.KeyOff, "%q in \"hosts\" must be a plain host name", m.Key)
 		}
-		if err := checkDomain(m.value.str); err != nil || !strings.Contains(m.value.str, ":") {
-			return d.errAt(m.value.off, "%q must map to host:port, got %q", m.key, m.value.str)
+		if err := checkDomain(m.Value.Str); err != nil || !strings.Contains(m.Value.Str, ":") {
+			return d.errAt(m.Value.Start, "%q must map to host:port, got %q", m.Key, m.Value.Str)
 		}
 	}
 	for _, m := range members("secrets", "env") {
-		if !validEnvName(m.key) {
-			return d.errAt(m.keyOff, "%q is not a variable name", m.key)
+		if !validEnvName(m.Key) {
+			return d.errAt(m.KeyOff, "%q is not a variable name", m.Key)
 		}
-		for _, it := range m.value.items {
-			if err := checkDomain(it.str); err != nil {
-				return d.errAt(it.off, "%v", err)
+		for _, it := range m.Value.Items {
+			if err := checkDomain(it.Str); err != nil {
+				return d.errAt(it.Start, "%v", err)
 			}
 		}
 	}
 	for _, it := range items("env", "pass") {
-		if !validEnvName(it.str) {
-			return d.errAt(it.off, "%q is not a variable name", it.str)
+		if !validEnvName(it.Str) {
+			return d.errAt(it.Start, "%q is not a variable name", it.Str)
 		}
 	}
 	for _, m := range members("env", "set") {
-		if !validEnvName(m.key) {
-			return d.errAt(m.keyOff, "%q is not a variable name", m.key)
+		if !validEnvName(m.Key) {
+			return d.errAt(m.KeyOff, "%q is not a variable name", m.Key)
 		}
-		if strings.ContainsRune(m.value.str, 0) {
-			return d.errAt(m.value.off, "the value of %q has a NUL byte", m.key)
+		if strings.ContainsRune(m.Value.Str, 0) {
+			return d.errAt(m.Value.Start, "the value of %q has a NUL byte", m.Key)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jailsh/jail/jail/jsonc"
 	"github.com/jailsh/jail/profiles"
 )
 
@@ -154,7 +155,7 @@ func schemaKeys(m map[string]any) []string {
 // validate is a minimal JSON Schema validator for the keywords
 // jail.schema.json uses; an unknown keyword is an error so that the schema
 // cannot grow a constraint this test silently ignores.
-func (js jsonSchema) validate(s map[string]any, n *node, path string) error {
+func (js jsonSchema) validate(s map[string]any, n *jsonc.Node, path string) error {
 	s, err := js.resolve(s)
 	if err != nil {
 		return fmt.Errorf("%s: %v", path, err)
@@ -168,46 +169,46 @@ func (js jsonSchema) validate(s map[string]any, n *node, path string) error {
 		}
 	}
 	if typ, ok := s["type"].(string); ok {
-		want := map[string]nodeKind{"string": kindString, "array": kindArray, "object": kindObject}[typ]
-		if want == kindNull || n.kind != want {
-			return fmt.Errorf("%s: %s, want %s", path, n.kind, typ)
+		want := map[string]jsonc.Kind{"string": jsonc.String, "array": jsonc.Array, "object": jsonc.Object}[typ]
+		if want == jsonc.Null || n.Kind != want {
+			return fmt.Errorf("%s: %s, want %s", path, n.Kind, typ)
 		}
 	}
 	if enum, ok := s["enum"].([]any); ok {
 		found := false
 		for _, e := range enum {
-			if str, ok := e.(string); ok && n.kind == kindString && n.str == str {
+			if str, ok := e.(string); ok && n.Kind == jsonc.String && n.Str == str {
 				found = true
 			}
 		}
 		if !found {
-			return fmt.Errorf("%s: %q is not one of %v", path, n.str, enum)
+			return fmt.Errorf("%s: %q is not one of %v", path, n.Str, enum)
 		}
 	}
-	if pat, ok := s["pattern"].(string); ok && n.kind == kindString {
-		if err := schemaMatchPattern(pat, n.str); err != nil {
+	if pat, ok := s["pattern"].(string); ok && n.Kind == jsonc.String {
+		if err := schemaMatchPattern(pat, n.Str); err != nil {
 			return fmt.Errorf("%s: %v", path, err)
 		}
 	}
-	if items, ok := s["items"].(map[string]any); ok && n.kind == kindArray {
-		for i, it := range n.items {
+	if items, ok := s["items"].(map[string]any); ok && n.Kind == jsonc.Array {
+		for i, it := range n.Items {
 			if err := js.validate(items, it, fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}
 	}
-	if n.kind == kindObject {
+	if n.Kind == jsonc.Object {
 		props, _ := s["properties"].(map[string]any)
 		names, _ := s["propertyNames"].(map[string]any)
-		for _, m := range n.members {
-			p := schemaJoin(path, m.key)
+		for _, m := range n.Members {
+			p := schemaJoin(path, m.Key)
 			if names != nil {
-				if err := js.validate(names, &node{kind: kindString, str: m.key}, p+" (name)"); err != nil {
+				if err := js.validate(names, &jsonc.Node{Kind: jsonc.String, Str: m.Key}, p+" (name)"); err != nil {
 					return err
 				}
 			}
-			if sub, ok := props[m.key].(map[string]any); ok {
-				if err := js.validate(sub, m.value, p); err != nil {
+			if sub, ok := props[m.Key].(map[string]any); ok {
+				if err := js.validate(sub, m.Value, p); err != nil {
 					return err
 				}
 				continue
@@ -215,10 +216,10 @@ func (js jsonSchema) validate(s map[string]any, n *node, path string) error {
 			switch ap := s["additionalProperties"].(type) {
 			case bool:
 				if !ap {
-					return fmt.Errorf("%s: additional property %q", path, m.key)
+					return fmt.Errorf("%s: additional property %q", path, m.Key)
 				}
 			case map[string]any:
-				if err := js.validate(ap, m.value, p); err != nil {
+				if err := js.validate(ap, m.Value, p); err != nil {
 					return err
 				}
 			}
@@ -378,7 +379,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 	for _, name := range schemaDocNames(docs) {
 		data := docs[name]
 		_, perr := ParseConfig(data, "jail.json")
-		root, jerr := parseJSONC(data)
+		root, jerr := jsonc.Parse(data)
 		if jerr != nil {
 			if perr == nil {
 				t.Errorf("%s: ParseConfig accepted a document parseJSONC refuses: %v", name, jerr)
@@ -413,7 +414,7 @@ func TestSchemaRefusesUnknownKey(t *testing.T) {
 		if _, err := ParseConfig([]byte(doc), "jail.json"); err == nil || !strings.Contains(err.Error(), "unknown key") {
 			t.Errorf("ParseConfig(%s) = %v, want an unknown-key error", doc, err)
 		}
-		root, err := parseJSONC([]byte(doc))
+		root, err := jsonc.Parse([]byte(doc))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/jailsh/jail/jail/jsonc"
 )
 
 // Empty reports whether the profile has nothing to merge into a jail.json:
@@ -47,33 +49,33 @@ func Merge(existing []byte, p Profile) ([]byte, error) {
 		}
 		return Profile{AllowRead: read, AllowWrite: write, Domains: domains}.JSON(), nil
 	}
-	root, err := parseJSONC(existing)
+	root, err := jsonc.Parse(existing)
 	if err != nil {
-		if se, ok := err.(*syntaxError); ok {
-			return nil, errAt(existing, se.off, "%s", se.msg)
+		if se, ok := err.(*jsonc.SyntaxError); ok {
+			return nil, errAt(existing, se.Off, "%s", se.Msg)
 		}
 		return nil, err
 	}
-	if root.kind != kindObject {
-		return nil, errAt(existing, root.start, "a jail.json is an object such as {}, got %s", root.kind)
+	if root.Kind != jsonc.Object {
+		return nil, errAt(existing, root.Start, "a jail.json is an object such as {}, got %s", root.Kind)
 	}
-	fs, err := child(existing, root, "filesystem", kindObject)
+	fs, err := child(existing, root, "filesystem", jsonc.Object)
 	if err != nil {
 		return nil, err
 	}
-	network, err := child(existing, root, "network", kindObject)
+	network, err := child(existing, root, "network", jsonc.Object)
 	if err != nil {
 		return nil, err
 	}
-	allowRead, err := child(existing, fs, "filesystem.allowRead", kindArray)
+	allowRead, err := child(existing, fs, "filesystem.allowRead", jsonc.Array)
 	if err != nil {
 		return nil, err
 	}
-	allowWrite, err := child(existing, fs, "filesystem.allowWrite", kindArray)
+	allowWrite, err := child(existing, fs, "filesystem.allowWrite", jsonc.Array)
 	if err != nil {
 		return nil, err
 	}
-	allow, err := child(existing, network, "network.allow", kindArray)
+	allow, err := child(existing, network, "network.allow", jsonc.Array)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +88,7 @@ func Merge(existing []byte, p Profile) ([]byte, error) {
 	e := &editor{src: existing, nl: newline(existing), unit: indentUnit(existing, root)}
 	var fsNew, netNew, rootNew []newMember
 	for _, t := range []struct {
-		arr  *jnode
+		arr  *jsonc.Node
 		key  string
 		vals []string
 		into *[]newMember
@@ -105,7 +107,7 @@ func Merge(existing []byte, p Profile) ([]byte, error) {
 	}
 	rootMulti := e.multiline(root)
 	for _, t := range []struct {
-		obj  *jnode
+		obj  *jsonc.Node
 		key  string
 		mems []newMember
 	}{
@@ -177,52 +179,39 @@ func missing(want []string, have map[string]bool) []string {
 
 // child returns the member key of obj (nil when obj or the member is
 // missing) after checking its kind; path names it in errors.
-func child(src []byte, obj *jnode, path string, kind jsonKind) (*jnode, error) {
+func child(src []byte, obj *jsonc.Node, path string, kind jsonc.Kind) (*jsonc.Node, error) {
 	if obj == nil {
 		return nil, nil
 	}
 	key := path[strings.LastIndexByte(path, '.')+1:]
-	for _, m := range obj.members {
-		if m.key != key {
+	for _, m := range obj.Members {
+		if m.Key != key {
 			continue
 		}
-		if m.value.kind != kind {
-			return nil, errAt(src, m.value.start, "%q must be %s, got %s", path, kind, m.value.kind)
+		if m.Value.Kind != kind {
+			return nil, errAt(src, m.Value.Start, "%q must be %s, got %s", path, kind, m.Value.Kind)
 		}
-		return m.value, nil
+		return m.Value, nil
 	}
 	return nil, nil
 }
 
-func strs(arr *jnode) []string {
+func strs(arr *jsonc.Node) []string {
 	if arr == nil {
 		return nil
 	}
 	var out []string
-	for _, it := range arr.items {
-		if it.kind == kindString {
-			out = append(out, it.str)
+	for _, it := range arr.Items {
+		if it.Kind == jsonc.String {
+			out = append(out, it.Str)
 		}
 	}
 	return out
 }
 
 func errAt(src []byte, off int, format string, args ...any) error {
-	line, col := lineCol(src, off)
+	line, col := jsonc.LineCol(src, off)
 	return fmt.Errorf("%d:%d: %s", line, col, fmt.Sprintf(format, args...))
-}
-
-// lineCol converts a byte offset into a 1-based line and column (in runes),
-// as package jail counts them.
-func lineCol(src []byte, off int) (line, col int) {
-	off = min(off, len(src))
-	line = 1 + bytes.Count(src[:off], []byte("\n"))
-	lineStart := bytes.LastIndexByte(src[:off], '\n') + 1
-	col = 1 + utf8.RuneCount(src[lineStart:off])
-	if lineStart == 0 && bytes.HasPrefix(src, []byte("\xEF\xBB\xBF")) && off >= 3 {
-		col-- // the byte order mark is not a column
-	}
-	return line, col
 }
 
 // newMember is a member Merge adds: a list of strings, or an object when
@@ -267,37 +256,37 @@ func (e *editor) apply() []byte {
 }
 
 // appendItems adds vals at the end of the array arr.
-func (e *editor) appendItems(arr *jnode, vals []string) {
+func (e *editor) appendItems(arr *jsonc.Node, vals []string) {
 	quoted := make([]string, len(vals))
 	for i, v := range vals {
 		quoted[i] = quote(v)
 	}
-	closeOff := arr.end - 1
+	closeOff := arr.End - 1
 	if !e.startsLine(closeOff) {
 		switch {
-		case len(arr.items) == 0 && strings.Trim(string(e.src[arr.start+1:closeOff]), " \t") == "":
-			e.edits = append(e.edits, edit{arr.start + 1, closeOff, strings.Join(quoted, ", ")})
-		case len(arr.items) == 0:
-			e.insert(arr.start+1, strings.Join(quoted, ", "))
+		case len(arr.Items) == 0 && strings.Trim(string(e.src[arr.Start+1:closeOff]), " \t") == "":
+			e.edits = append(e.edits, edit{arr.Start + 1, closeOff, strings.Join(quoted, ", ")})
+		case len(arr.Items) == 0:
+			e.insert(arr.Start+1, strings.Join(quoted, ", "))
 		default:
-			e.insert(arr.items[len(arr.items)-1].end, ", "+strings.Join(quoted, ", "))
+			e.insert(arr.Items[len(arr.Items)-1].End, ", "+strings.Join(quoted, ", "))
 		}
 		return
 	}
 	indent := e.indent(closeOff) + e.unit
-	if n := len(arr.items); n > 0 {
-		last := arr.items[n-1]
-		if !e.sameLine(arr.start, last.start) {
-			indent = e.indent(last.start)
+	if n := len(arr.Items); n > 0 {
+		last := arr.Items[n-1]
+		if !e.sameLine(arr.Start, last.Start) {
+			indent = e.indent(last.Start)
 		}
-		if !arr.trailingComma {
-			e.insert(last.end, ",")
+		if !arr.TrailingComma {
+			e.insert(last.End, ",")
 		}
 	}
 	var b strings.Builder
 	for i, q := range quoted {
 		b.WriteString(indent + q)
-		if i < len(quoted)-1 || arr.trailingComma {
+		if i < len(quoted)-1 || arr.TrailingComma {
 			b.WriteString(",")
 		}
 		b.WriteString(e.nl)
@@ -308,36 +297,36 @@ func (e *editor) appendItems(arr *jnode, vals []string) {
 // addMembers adds mems at the end of the object obj. An empty object with
 // only white space inside is opened over several lines when it is written
 // over several lines or expand is set.
-func (e *editor) addMembers(obj *jnode, mems []newMember, expand bool) {
-	closeOff := obj.end - 1
-	if len(obj.members) == 0 && strings.Trim(string(e.src[obj.start+1:closeOff]), " \t\r\n") == "" {
+func (e *editor) addMembers(obj *jsonc.Node, mems []newMember, expand bool) {
+	closeOff := obj.End - 1
+	if len(obj.Members) == 0 && strings.Trim(string(e.src[obj.Start+1:closeOff]), " \t\r\n") == "" {
 		if !expand && !e.multiline(obj) {
-			e.edits = append(e.edits, edit{obj.start + 1, closeOff, e.inlineMembers(mems)})
+			e.edits = append(e.edits, edit{obj.Start + 1, closeOff, e.inlineMembers(mems)})
 			return
 		}
-		outer := e.indent(obj.start)
-		e.edits = append(e.edits, edit{obj.start + 1, closeOff, e.nl + e.memberLines(mems, outer+e.unit, false) + outer})
+		outer := e.indent(obj.Start)
+		e.edits = append(e.edits, edit{obj.Start + 1, closeOff, e.nl + e.memberLines(mems, outer+e.unit, false) + outer})
 		return
 	}
 	if !e.startsLine(closeOff) {
-		if len(obj.members) == 0 {
-			e.insert(obj.start+1, e.inlineMembers(mems))
+		if len(obj.Members) == 0 {
+			e.insert(obj.Start+1, e.inlineMembers(mems))
 		} else {
-			e.insert(obj.members[len(obj.members)-1].value.end, ", "+e.inlineMembers(mems))
+			e.insert(obj.Members[len(obj.Members)-1].Value.End, ", "+e.inlineMembers(mems))
 		}
 		return
 	}
 	indent := e.indent(closeOff) + e.unit
-	if n := len(obj.members); n > 0 {
-		last := obj.members[n-1]
-		if !e.sameLine(obj.start, last.keyOff) {
-			indent = e.indent(last.keyOff)
+	if n := len(obj.Members); n > 0 {
+		last := obj.Members[n-1]
+		if !e.sameLine(obj.Start, last.KeyOff) {
+			indent = e.indent(last.KeyOff)
 		}
-		if !obj.trailingComma {
-			e.insert(last.value.end, ",")
+		if !obj.TrailingComma {
+			e.insert(last.Value.End, ",")
 		}
 	}
-	e.insert(e.lineStart(closeOff), e.memberLines(mems, indent, obj.trailingComma))
+	e.insert(e.lineStart(closeOff), e.memberLines(mems, indent, obj.TrailingComma))
 }
 
 // memberLines renders mems one per line at indent, each line ended.
@@ -413,8 +402,8 @@ func (e *editor) sameLine(a, b int) bool {
 }
 
 // multiline reports whether a container is written over several lines.
-func (e *editor) multiline(n *jnode) bool {
-	return !e.sameLine(n.start, n.end)
+func (e *editor) multiline(n *jsonc.Node) bool {
+	return !e.sameLine(n.Start, n.End)
 }
 
 // newline is the file's line ending: that of its first line.
@@ -427,10 +416,10 @@ func newline(src []byte) string {
 
 // indentUnit is the indentation of the top-level members, two spaces when
 // they have none.
-func indentUnit(src []byte, root *jnode) string {
+func indentUnit(src []byte, root *jsonc.Node) string {
 	e := &editor{src: src}
-	if len(root.members) > 0 {
-		off := root.members[0].keyOff
+	if len(root.Members) > 0 {
+		off := root.Members[0].KeyOff
 		if in := e.indent(off); in != "" && e.startsLine(off) {
 			return in
 		}
@@ -447,286 +436,4 @@ func quote(s string) string {
 		panic(err) // a string cannot fail to encode
 	}
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// The parser below mirrors package jail's JSONC parser (jail/jsonc.go),
-// which learn does not import, and also records where each value ends and
-// whether a container has a trailing comma, for editing.
-
-type jsonKind int
-
-const (
-	kindNull jsonKind = iota
-	kindBool
-	kindNumber
-	kindString
-	kindArray
-	kindObject
-)
-
-func (k jsonKind) String() string {
-	switch k {
-	case kindNull:
-		return "null"
-	case kindBool:
-		return "a boolean"
-	case kindNumber:
-		return "a number"
-	case kindString:
-		return "a string"
-	case kindArray:
-		return "a list"
-	case kindObject:
-		return "an object"
-	}
-	return "?"
-}
-
-// jnode is one parsed value spanning src[start:end].
-type jnode struct {
-	kind          jsonKind
-	start, end    int
-	str           string // kindString
-	items         []*jnode
-	members       []jmember
-	trailingComma bool // a ',' after the last item or member
-}
-
-type jmember struct {
-	key    string
-	keyOff int
-	value  *jnode
-}
-
-// maxDepth bounds nesting as package jail does.
-const maxDepth = 64
-
-type syntaxError struct {
-	off int
-	msg string
-}
-
-func (e *syntaxError) Error() string { return e.msg }
-
-func parseJSONC(src []byte) (*jnode, error) {
-	p := &parser{src: src}
-	if err := p.skip(); err != nil {
-		return nil, err
-	}
-	if p.pos >= len(src) {
-		return nil, &syntaxError{p.pos, "empty file; a config is a JSON object such as {}"}
-	}
-	n, err := p.value(0)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.skip(); err != nil {
-		return nil, err
-	}
-	if p.pos < len(src) {
-		return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s after the end of the document", p.describe())}
-	}
-	return n, nil
-}
-
-type parser struct {
-	src []byte
-	pos int
-}
-
-// skip passes over white space, comments and a leading byte order mark.
-func (p *parser) skip() error {
-	for p.pos < len(p.src) {
-		c := p.src[p.pos]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			p.pos++
-		case c == '/' && p.pos+1 < len(p.src) && p.src[p.pos+1] == '/':
-			for p.pos < len(p.src) && p.src[p.pos] != '\n' {
-				p.pos++
-			}
-		case c == '/' && p.pos+1 < len(p.src) && p.src[p.pos+1] == '*':
-			end := bytes.Index(p.src[p.pos+2:], []byte("*/"))
-			if end < 0 {
-				return &syntaxError{p.pos, "unterminated /* comment"}
-			}
-			p.pos += end + 4
-		case c == 0xEF && p.pos == 0 && bytes.HasPrefix(p.src, []byte("\xEF\xBB\xBF")):
-			p.pos += 3
-		default:
-			return nil
-		}
-	}
-	return nil
-}
-
-func (p *parser) describe() string {
-	if p.pos >= len(p.src) {
-		return "end of file"
-	}
-	r, _ := utf8.DecodeRune(p.src[p.pos:])
-	if r == utf8.RuneError {
-		return "invalid UTF-8"
-	}
-	return fmt.Sprintf("%q", r)
-}
-
-func (p *parser) value(depth int) (*jnode, error) {
-	if depth >= maxDepth {
-		return nil, &syntaxError{p.pos, "nesting is too deep"}
-	}
-	if p.pos >= len(p.src) {
-		return nil, &syntaxError{p.pos, "unexpected end of file, expected a value"}
-	}
-	start := p.pos
-	switch c := p.src[p.pos]; {
-	case c == '{':
-		return p.object(depth)
-	case c == '[':
-		return p.array(depth)
-	case c == '"':
-		s, err := p.string()
-		if err != nil {
-			return nil, err
-		}
-		return &jnode{kind: kindString, start: start, end: p.pos, str: s}, nil
-	case c == 't' || c == 'f' || c == 'n':
-		for _, lit := range []string{"true", "false", "null"} {
-			if bytes.HasPrefix(p.src[p.pos:], []byte(lit)) {
-				p.pos += len(lit)
-				kind := kindBool
-				if lit == "null" {
-					kind = kindNull
-				}
-				return &jnode{kind: kind, start: start, end: p.pos}, nil
-			}
-		}
-	case c == '-' || (c >= '0' && c <= '9'):
-		end := p.pos
-		for end < len(p.src) && strings.IndexByte("+-.eE0123456789", p.src[end]) >= 0 {
-			end++
-		}
-		var f float64
-		if err := json.Unmarshal(p.src[p.pos:end], &f); err != nil {
-			return nil, &syntaxError{p.pos, "invalid number"}
-		}
-		p.pos = end
-		return &jnode{kind: kindNumber, start: start, end: end}, nil
-	}
-	return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s, expected a value", p.describe())}
-}
-
-func (p *parser) string() (string, error) {
-	start := p.pos
-	end := p.pos + 1
-	for {
-		if end >= len(p.src) || p.src[end] == '\n' {
-			return "", &syntaxError{start, "unterminated string"}
-		}
-		if p.src[end] == '\\' {
-			end += 2
-			continue
-		}
-		if p.src[end] == '"' {
-			break
-		}
-		end++
-	}
-	var s string
-	if err := json.Unmarshal(p.src[start:end+1], &s); err != nil {
-		return "", &syntaxError{start, "invalid string: " + strings.TrimPrefix(err.Error(), "invalid character ")}
-	}
-	p.pos = end + 1
-	return s, nil
-}
-
-func (p *parser) array(depth int) (*jnode, error) {
-	n := &jnode{kind: kindArray, start: p.pos}
-	p.pos++ // [
-	for {
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if p.pos < len(p.src) && p.src[p.pos] == ']' {
-			p.pos++
-			n.end = p.pos
-			n.trailingComma = len(n.items) > 0
-			return n, nil
-		}
-		v, err := p.value(depth + 1)
-		if err != nil {
-			return nil, err
-		}
-		n.items = append(n.items, v)
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if p.pos < len(p.src) && p.src[p.pos] == ',' {
-			p.pos++
-			continue
-		}
-		if p.pos < len(p.src) && p.src[p.pos] == ']' {
-			p.pos++
-			n.end = p.pos
-			return n, nil
-		}
-		return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s in a list, expected ',' or ']'", p.describe())}
-	}
-}
-
-func (p *parser) object(depth int) (*jnode, error) {
-	n := &jnode{kind: kindObject, start: p.pos}
-	p.pos++ // {
-	seen := map[string]bool{}
-	for {
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if p.pos < len(p.src) && p.src[p.pos] == '}' {
-			p.pos++
-			n.end = p.pos
-			n.trailingComma = len(n.members) > 0
-			return n, nil
-		}
-		if p.pos >= len(p.src) || p.src[p.pos] != '"' {
-			return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s in an object, expected a quoted key or '}'", p.describe())}
-		}
-		keyOff := p.pos
-		key, err := p.string()
-		if err != nil {
-			return nil, err
-		}
-		if seen[key] {
-			return nil, &syntaxError{keyOff, fmt.Sprintf("duplicate key %q", key)}
-		}
-		seen[key] = true
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
-			return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s after key %q, expected ':'", p.describe(), key)}
-		}
-		p.pos++
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		v, err := p.value(depth + 1)
-		if err != nil {
-			return nil, err
-		}
-		n.members = append(n.members, jmember{key: key, keyOff: keyOff, value: v})
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if p.pos < len(p.src) && p.src[p.pos] == ',' {
-			p.pos++
-			continue
-		}
-		if p.pos < len(p.src) && p.src[p.pos] == '}' {
-			p.pos++
-			n.end = p.pos
-			return n, nil
-		}
-		return nil, &syntaxError{p.pos, fmt.Sprintf("unexpected %s in an object, expected ',' or '}'", p.describe())}
-	}
 }

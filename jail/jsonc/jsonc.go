@@ -1,4 +1,8 @@
-package jail
+// Package jsonc parses JSON with comments and trailing commas (jail.json and
+// the other config files) into a tree that keeps where each value is, for
+// errors that name a line and column and for edits that change a file no
+// more than they must.
+package jsonc
 
 import (
 	"bytes"
@@ -8,65 +12,70 @@ import (
 	"unicode/utf8"
 )
 
-// node is one value of a parsed JSON-with-comments document, with the byte
-// offset where it starts so that errors can name a line and column.
-type node struct {
-	kind    nodeKind
-	off     int
-	str     string // kindString
-	items   []*node
-	members []member // kindObject, in document order
+// Node is one value of a parsed document, spanning data[Start:End].
+type Node struct {
+	Kind       Kind
+	Start, End int
+	Str        string // String: the decoded string; Bool and Number: the literal
+	Items      []*Node
+	Members    []Member // Object, in document order
+	// TrailingComma: a ',' follows the last item or member.
+	TrailingComma bool
 }
 
-type member struct {
-	key    string
-	keyOff int
-	value  *node
+// Member is one key of an object and its value.
+type Member struct {
+	Key    string
+	KeyOff int
+	Value  *Node
 }
 
-type nodeKind int
+// Kind is a JSON value's type.
+type Kind int
 
+// The kinds of values.
 const (
-	kindNull nodeKind = iota
-	kindBool
-	kindNumber
-	kindString
-	kindArray
-	kindObject
+	Null Kind = iota
+	Bool
+	Number
+	String
+	Array
+	Object
 )
 
-func (k nodeKind) String() string {
+func (k Kind) String() string {
 	switch k {
-	case kindNull:
+	case Null:
 		return "null"
-	case kindBool:
+	case Bool:
 		return "a boolean"
-	case kindNumber:
+	case Number:
 		return "a number"
-	case kindString:
+	case String:
 		return "a string"
-	case kindArray:
+	case Array:
 		return "a list"
-	case kindObject:
+	case Object:
 		return "an object"
 	}
 	return "?"
 }
 
-// maxDepth bounds nesting so that hostile input cannot exhaust the stack.
-const maxDepth = 64
+// MaxDepth bounds nesting so that hostile input cannot exhaust the stack.
+const MaxDepth = 64
 
-// syntaxError is a parse failure at a byte offset.
-type syntaxError struct {
-	off int
-	msg string
+// SyntaxError is a parse failure at a byte offset (see LineCol).
+type SyntaxError struct {
+	Off int
+	Msg string
 }
 
-func (e *syntaxError) Error() string { return e.msg }
+func (e *SyntaxError) Error() string { return e.Msg }
 
-// parseJSONC parses JSON that may contain // and /* */ comments and trailing
-// commas. It rejects duplicate keys, which plain JSON decoders silently accept.
-func parseJSONC(data []byte) (*node, error) {
+// Parse parses JSON that may contain // and /* */ comments and trailing
+// commas. It rejects duplicate keys, which plain JSON decoders silently
+// accept. Errors are *SyntaxError.
+func Parse(data []byte) (*Node, error) {
 	p := &parser{data: data}
 	p.skip()
 	if p.pos >= len(p.data) {
@@ -89,7 +98,7 @@ func parseJSONC(data []byte) (*node, error) {
 type parser struct {
 	data []byte
 	pos  int
-	err  *syntaxError
+	err  *SyntaxError
 }
 
 // skip passes over white space and comments.
@@ -107,7 +116,7 @@ func (p *parser) skip() {
 			end := bytes.Index(p.data[p.pos+2:], []byte("*/"))
 			if end < 0 {
 				if p.err == nil {
-					p.err = &syntaxError{p.pos, "unterminated /* comment"}
+					p.err = &SyntaxError{p.pos, "unterminated /* comment"}
 				}
 				p.pos = len(p.data)
 				return
@@ -127,7 +136,7 @@ func (p *parser) fail(off int, msg string) error {
 	if p.err != nil {
 		return p.err
 	}
-	return &syntaxError{off, msg}
+	return &SyntaxError{off, msg}
 }
 
 func (p *parser) describe() string {
@@ -141,12 +150,12 @@ func (p *parser) describe() string {
 	return fmt.Sprintf("%q", r)
 }
 
-func (p *parser) value(depth int) (*node, error) {
+func (p *parser) value(depth int) (*Node, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	if depth >= maxDepth {
-		return nil, &syntaxError{p.pos, "nesting is too deep"}
+	if depth >= MaxDepth {
+		return nil, &SyntaxError{p.pos, "nesting is too deep"}
 	}
 	if p.pos >= len(p.data) {
 		return nil, p.fail(p.pos, "unexpected end of file, expected a value")
@@ -162,15 +171,15 @@ func (p *parser) value(depth int) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &node{kind: kindString, off: start, str: s}, nil
+		return &Node{Kind: String, Start: start, End: p.pos, Str: s}, nil
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range []string{"true", "false", "null"} {
 			if strings.HasPrefix(string(p.data[p.pos:min(len(p.data), p.pos+5)]), lit) {
 				p.pos += len(lit)
 				if lit == "null" {
-					return &node{kind: kindNull, off: start}, nil
+					return &Node{Kind: Null, Start: start, End: p.pos}, nil
 				}
-				return &node{kind: kindBool, off: start, str: lit}, nil
+				return &Node{Kind: Bool, Start: start, End: p.pos, Str: lit}, nil
 			}
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -180,10 +189,10 @@ func (p *parser) value(depth int) (*node, error) {
 		}
 		var f float64
 		if err := json.Unmarshal(p.data[p.pos:end], &f); err != nil {
-			return nil, &syntaxError{p.pos, "invalid number"}
+			return nil, &SyntaxError{p.pos, "invalid number"}
 		}
 		p.pos = end
-		return &node{kind: kindNumber, off: start, str: string(p.data[start:end])}, nil
+		return &Node{Kind: Number, Start: start, End: end, Str: string(p.data[start:end])}, nil
 	}
 	return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s, expected a value", p.describe()))
 }
@@ -193,7 +202,7 @@ func (p *parser) string() (string, error) {
 	end := p.pos + 1
 	for {
 		if end >= len(p.data) || p.data[end] == '\n' {
-			return "", &syntaxError{start, "unterminated string"}
+			return "", &SyntaxError{start, "unterminated string"}
 		}
 		if p.data[end] == '\\' {
 			end += 2
@@ -206,26 +215,27 @@ func (p *parser) string() (string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(p.data[start:end+1], &s); err != nil {
-		return "", &syntaxError{start, "invalid string: " + strings.TrimPrefix(err.Error(), "invalid character ")}
+		return "", &SyntaxError{start, "invalid string: " + strings.TrimPrefix(err.Error(), "invalid character ")}
 	}
 	p.pos = end + 1
 	return s, nil
 }
 
-func (p *parser) array(depth int) (*node, error) {
-	n := &node{kind: kindArray, off: p.pos}
+func (p *parser) array(depth int) (*Node, error) {
+	n := &Node{Kind: Array, Start: p.pos}
 	p.pos++ // [
 	for {
 		p.skip()
 		if p.pos < len(p.data) && p.data[p.pos] == ']' {
 			p.pos++
+			n.End, n.TrailingComma = p.pos, len(n.Items) > 0
 			return n, nil
 		}
 		v, err := p.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
-		n.items = append(n.items, v)
+		n.Items = append(n.Items, v)
 		p.skip()
 		if p.pos < len(p.data) && p.data[p.pos] == ',' {
 			p.pos++
@@ -233,14 +243,15 @@ func (p *parser) array(depth int) (*node, error) {
 		}
 		if p.pos < len(p.data) && p.data[p.pos] == ']' {
 			p.pos++
+			n.End = p.pos
 			return n, nil
 		}
 		return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s in a list, expected ',' or ']'", p.describe()))
 	}
 }
 
-func (p *parser) object(depth int) (*node, error) {
-	n := &node{kind: kindObject, off: p.pos}
+func (p *parser) object(depth int) (*Node, error) {
+	n := &Node{Kind: Object, Start: p.pos}
 	p.pos++ // {
 	seen := map[string]bool{}
 	for {
@@ -250,6 +261,7 @@ func (p *parser) object(depth int) (*node, error) {
 		}
 		if p.pos < len(p.data) && p.data[p.pos] == '}' {
 			p.pos++
+			n.End, n.TrailingComma = p.pos, len(n.Members) > 0
 			return n, nil
 		}
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
@@ -261,7 +273,7 @@ func (p *parser) object(depth int) (*node, error) {
 			return nil, err
 		}
 		if seen[key] {
-			return nil, &syntaxError{keyOff, fmt.Sprintf("duplicate key %q", key)}
+			return nil, &SyntaxError{keyOff, fmt.Sprintf("duplicate key %q", key)}
 		}
 		seen[key] = true
 		p.skip()
@@ -274,7 +286,7 @@ func (p *parser) object(depth int) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		n.members = append(n.members, member{key: key, keyOff: keyOff, value: v})
+		n.Members = append(n.Members, Member{Key: key, KeyOff: keyOff, Value: v})
 		p.skip()
 		if p.pos < len(p.data) && p.data[p.pos] == ',' {
 			p.pos++
@@ -282,14 +294,15 @@ func (p *parser) object(depth int) (*node, error) {
 		}
 		if p.pos < len(p.data) && p.data[p.pos] == '}' {
 			p.pos++
+			n.End = p.pos
 			return n, nil
 		}
 		return nil, p.fail(p.pos, fmt.Sprintf("unexpected %s in an object, expected ',' or '}'", p.describe()))
 	}
 }
 
-// lineCol converts a byte offset into a 1-based line and column (in runes).
-func lineCol(data []byte, off int) (line, col int) {
+// LineCol converts a byte offset into a 1-based line and column (in runes).
+func LineCol(data []byte, off int) (line, col int) {
 	if off > len(data) {
 		off = len(data)
 	}
