@@ -9,7 +9,7 @@ export GOTOOLCHAIN ?= auto
 # embedded in the binary; the binary itself is static and needs neither.
 export CGO_ENABLED := 1
 
-.PHONY: all build deps test-deps test unit e2e bench install demo clean
+.PHONY: all build deps test-deps test unit e2e bench install demo clean generate
 
 all: build
 
@@ -59,6 +59,11 @@ demo: build
 	@./$(BIN) -- git status --short --branch
 	@echo '$$ jail -c "ls -a ~; cat ~/.ssh/id_* 2>&1 | head -1"'
 	@./$(BIN) -c 'ls -a ~; cat ~/.ssh/id_* 2>&1 | head -1'
+
+# Rebuild the eBPF probes' generated Go and object files (committed, so a
+# plain build needs no clang): needs clang, llvm and libbpf-dev.
+generate:
+	$(GO) generate ./bpf/
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/jail
