@@ -20,7 +20,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,9 +70,10 @@ func Start(pidnsInode uint32) (*Tracer, error) {
 	if len(syscallHandlers) == 0 {
 		return nil, fmt.Errorf("bpf: eBPF tracing is not implemented for %s", runtime.GOARCH)
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, wrapPerm("removing the memlock limit", err)
-	}
+	// No RLIMIT_MEMLOCK raise: BPF memory is charged to the memory cgroup
+	// since Linux 5.11 (which learning's overlay needs anyway), and the
+	// rlimit package would probe the kernel with bpf() in every jail's
+	// start-up, learning or not.
 	spec, err := loadProbes()
 	if err != nil {
 		return nil, fmt.Errorf("bpf: parsing embedded probes: %w", err)
