@@ -17,6 +17,7 @@ if [ "${1:-}" = "--test" ]; then
 	command -v curl >/dev/null 2>&1 || need="$need curl"
 	command -v socat >/dev/null 2>&1 || need="$need socat"
 	command -v setpriv >/dev/null 2>&1 || need="$need util-linux"
+	command -v setcap >/dev/null 2>&1 || [ -x /usr/sbin/setcap ] || [ -x /sbin/setcap ] || need="$need libcap2-bin"
 	command -v hyperfine >/dev/null 2>&1 || need="$need hyperfine"
 	command -v strace >/dev/null 2>&1 || need="$need strace" # BenchmarkLearning's reference
 fi
