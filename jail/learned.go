@@ -12,16 +12,40 @@ const (
 )
 
 // LearnedName is the name a learning run files its profile under: the
-// base name of the program, "" when it gives none to use.
+// base name of the program, "" when it gives none to use. A shell string
+// (jail -c 'npm test', sh -c '...') is named after its first word when that
+// is a plain program name, so that learning one shell string does not
+// widen every other.
 func LearnedName(argv []string) string {
 	if len(argv) == 0 {
 		return ""
 	}
 	name := filepath.Base(argv[0])
-	if name == "." || name == "/" || name == ".." || strings.ContainsAny(name, "\x00") {
+	if len(argv) >= 3 && argv[1] == "-c" && shells[name] {
+		if f := strings.Fields(argv[2]); len(f) > 0 && plainName(filepath.Base(f[0])) {
+			return filepath.Base(f[0])
+		}
+	}
+	if !plainName(name) {
 		return ""
 	}
 	return name
+}
+
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true}
+
+// plainName: letters, digits and ._+- only, not starting with a dot.
+func plainName(s string) bool {
+	if s == "" || s[0] == '.' {
+		return false
+	}
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '+' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // LearnedPath is where jail --learning writes the profile of argv's

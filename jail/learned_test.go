@@ -89,3 +89,28 @@ func TestLearnedLayer(t *testing.T) {
 		t.Errorf("a broken learned profile: %v", err)
 	}
 }
+
+func TestLearnedName(t *testing.T) {
+	for _, tt := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"claude"}, "claude"},
+		{[]string{"/usr/bin/python3", "x.py"}, "python3"},
+		{[]string{"./tool", "extra"}, "tool"},
+		{[]string{"/bin/sh", "-c", "npm install && npm test"}, "npm"},
+		{[]string{"bash", "-c", "  ./scripts/build.sh --fast"}, "build.sh"},
+		{[]string{"/bin/sh", "-c", "FOO=1 make"}, "sh"},
+		{[]string{"/bin/sh", "-c", "$(echo x)"}, "sh"},
+		{[]string{"/bin/sh", "-c", ""}, "sh"},
+		{[]string{"sh", "script.sh"}, "sh"},
+		{[]string{"/"}, ""},
+		{[]string{".hidden"}, ""},
+		{[]string{"a b"}, ""},
+		{nil, ""},
+	} {
+		if got := LearnedName(tt.argv); got != tt.want {
+			t.Errorf("LearnedName(%q) = %q, want %q", tt.argv, got, tt.want)
+		}
+	}
+}

@@ -66,7 +66,7 @@ func median(d []time.Duration) time.Duration {
 // target: ebpf-ratio ≤ 1.5). For scale, the same command bare on the host
 // against `strace -f` on the host (strace cannot run inside the jail,
 // whose seccomp filter refuses ptrace) is reported as strace-ratio. The
-// runs use a throwaway HOME so that the learned profiles (sh.json) never
+// runs use a throwaway HOME so that the learned profiles (git.json) never
 // land in the real ~/.config/jail/learned; each is removed after its run so
 // that every plain run is a plain run.
 func BenchmarkLearning(b *testing.B) {
@@ -134,7 +134,7 @@ func BenchmarkLearning(b *testing.B) {
 		cmd.Dir = project
 		cmd.Env = append(append([]string{}, env...), "JAIL_TRACER="+tracer)
 		out, err := cmd.CombinedOutput()
-		_, statErr := os.Stat(filepath.Join(learned, "sh.json"))
+		_, statErr := os.Stat(filepath.Join(learned, "git.json")) // named after the shell string's first word
 		os.RemoveAll(learned)
 		if tracer == "ebpf" && err != nil && os.Geteuid() != 0 {
 			b.Fatalf("JAIL_TRACER=ebpf jail --learning fails without root or CAP_BPF+CAP_PERFMON, and the eBPF ratio is the SPEC §7 target; run make bench as root: %v\n%s", err, out)

@@ -71,7 +71,7 @@ func TestLearningFileCapabilities(t *testing.T) {
 			t.Errorf("the command kept a capability: %q", line)
 		}
 	}
-	l := readLearned(t, learnedPath(s, "sh"), Result{Stdout: stdout.String(), Stderr: stderr.String()})
+	l := readLearned(t, learnedPath(s, "grep"), Result{Stdout: stdout.String(), Stderr: stderr.String()})
 	if l.Learned.Tracer != "ebpf" || !contains(l.Filesystem.AllowRead, "~/notes.txt") {
 		t.Errorf("learned with the capable copy: want tracer ebpf and ~/notes.txt read:\n%s", l.raw)
 	}
