@@ -107,6 +107,14 @@ struct {
 	__type(value, struct event);
 } inflight SEC(".maps");
 
+// exec_inflight: pending execs, keyed by process (see commit).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct event);
+} exec_inflight SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -251,8 +259,10 @@ static __always_inline void emit(struct event *e)
 
 static __always_inline int commit(struct event *e)
 {
-	__u32 tid = e->pid;
-	bpf_map_update_elem(&inflight, &tid, e, BPF_ANY);
+	// An exec is keyed by process, not thread: when a thread other than
+	// the leader execs, it returns from execve with the leader's id.
+	__u32 key = e->kind == KIND_EXEC ? e->tgid : e->pid;
+	bpf_map_update_elem(e->kind == KIND_EXEC ? (void *)&exec_inflight : (void *)&inflight, &key, e, BPF_ANY);
 	return 0;
 }
 
@@ -396,16 +406,23 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	if (handler_of(syscall_nr(regs)) == H_NONE)
+	__u32 h = handler_of(syscall_nr(regs));
+	if (h == H_NONE)
 		return 0;
 	if (!in_target())
 		return 0;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct event *e = bpf_map_lookup_elem(&inflight, &tid);
+	__u64 id = bpf_get_current_pid_tgid();
+	void *map = &inflight;
+	__u32 key = (__u32)id;
+	if (h == H_EXECVE || h == H_EXECVEAT) {
+		map = &exec_inflight;
+		key = id >> 32;
+	}
+	struct event *e = bpf_map_lookup_elem(map, &key);
 	if (!e)
 		return 0;
 	e->ret = ret;
 	emit(e);
-	bpf_map_delete_elem(&inflight, &tid);
+	bpf_map_delete_elem(map, &key);
 	return 0;
 }

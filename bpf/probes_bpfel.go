@@ -59,6 +59,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	probesMapEvents            = "events"
+	probesMapExecInflight      = "exec_inflight"
 	probesMapInflight          = "inflight"
 	probesMapScratch           = "scratch"
 	probesMapSyscallHandler    = "syscall_handler"
@@ -122,6 +123,7 @@ type probesProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type probesMapSpecs struct {
 	Events         *ebpf.MapSpec `ebpf:"events"`
+	ExecInflight   *ebpf.MapSpec `ebpf:"exec_inflight"`
 	Inflight       *ebpf.MapSpec `ebpf:"inflight"`
 	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
 	SyscallHandler *ebpf.MapSpec `ebpf:"syscall_handler"`
@@ -157,6 +159,7 @@ func (o *probesObjects) Close() error {
 // It can be passed to loadProbesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type probesMaps struct {
 	Events         *ebpf.Map `ebpf:"events"`
+	ExecInflight   *ebpf.Map `ebpf:"exec_inflight"`
 	Inflight       *ebpf.Map `ebpf:"inflight"`
 	Scratch        *ebpf.Map `ebpf:"scratch"`
 	SyscallHandler *ebpf.Map `ebpf:"syscall_handler"`
@@ -166,6 +169,7 @@ type probesMaps struct {
 func (m *probesMaps) Close() error {
 	return _ProbesClose(
 		m.Events,
+		m.ExecInflight,
 		m.Inflight,
 		m.Scratch,
 		m.SyscallHandler,

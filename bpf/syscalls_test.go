@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,8 +114,21 @@ func helper() {
 	argv := []*byte{arg0, nil}
 	path, _ := unix.BytePtrFromString("no-such-program")
 	unix.Syscall6(unix.SYS_EXECVEAT, uintptr(unix.AT_FDCWD&0xffffffff), uintptr(unsafePointer(path)), uintptr(unsafePointer(&argv[0])), uintptr(unsafePointer(&argv[0])), 0, 0)
-	err = syscall.Exec("/bin/true", []string{"true"}, nil)
-	fail("exec", err)
+	// Exec from a thread other than the leader (main is locked to it, see
+	// init): the thread comes back from execve as the leader, with another
+	// thread id, and its exec must still be reported.
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		done <- syscall.Exec("/bin/true", []string{"true"}, nil)
+	}()
+	fail("exec", <-done)
+}
+
+func init() {
+	if os.Getenv(helperEnv) != "" {
+		runtime.LockOSThread() // the helper's main goroutine keeps the leader thread
+	}
 }
 
 type want struct {
