@@ -84,6 +84,9 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 	}
 	forgetAnnounced(info.home, path)
 	fmt.Fprintf(stderr, "jail: learned profile written to %s (later runs of %s use it)\n", path, name)
+	if code != 0 {
+		fmt.Fprintf(stderr, "jail: note: the command exited with status %d; the profile covers only what it did before that\n", code)
+	}
 	offerMerge(report.Profile, info, yes, stderr)
 	return code
 }
