@@ -331,7 +331,9 @@ func convert(r *probesEvent, res *resolver) Event {
 
 func wrapPerm(what string, err error) error {
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-		return fmt.Errorf("bpf: %s: %w (%w): %s", what, ErrPermission, err, GrantHint)
+		// The library's own hint (raise RLIMIT_MEMLOCK) does not apply:
+		// the capabilities are missing.
+		return fmt.Errorf("bpf: %s: %w: %s", what, ErrPermission, GrantHint)
 	}
 	return fmt.Errorf("bpf: %s: %w", what, err)
 }

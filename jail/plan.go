@@ -88,6 +88,16 @@ var systemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", 
 // reads there needs no profile.
 func SystemDirs() []string { return append([]string(nil), systemPaths...) }
 
+// ReadOnlyHome are the home paths every jail keeps read-only, whatever a
+// policy says: a learning run never proposes writing them.
+func ReadOnlyHome(home string) []string {
+	out := make([]string, 0, len(homeProtected))
+	for _, rel := range homeProtected {
+		out = append(out, filepath.Join(home, rel))
+	}
+	return out
+}
+
 // systemDeny are host files that must stay unreadable even though /etc is
 // visible; they matter most when jail runs as root.
 var systemDeny = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*key", "/etc/ssl/private", "/etc/security/opasswd", "/etc/sudoers", "/etc/sudoers.d"}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,7 +57,11 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 
 	events := obs.Events()
 	reqs := sessionRequests(plan, logFrom)
-	report := learn.Synthesize(events, reqs, learn.Facts{Home: info.home, Project: plan.ProjectRoot, SystemDirs: jail.SystemDirs(), Allowed: info.allowed})
+	report := learn.Synthesize(events, reqs, learn.Facts{
+		Home: info.home, Project: plan.ProjectRoot, SystemDirs: jail.SystemDirs(), Allowed: info.allowed,
+		ReadOnly: jail.ReadOnlyHome(info.home),
+		Exists:   func(p string) bool { _, err := os.Lstat(p); return err == nil },
+	})
 	if plan.Mode == "watch" {
 		files, execs := 0, 0
 		for _, e := range events {
@@ -66,7 +71,7 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 				files++
 			}
 		}
-		fmt.Fprint(stderr, indent(report.Summary()))
+		fmt.Fprint(stderr, indent(strings.Replace(report.Summary(), "Learned profile:", "As a profile it would need:", 1)))
 		fmt.Fprintf(stderr, "jail: watched %d file accesses, %d execs and %d network requests (nothing written); see jail log --session %s\n", files, execs, len(reqs), plan.Session)
 		return code
 	}
@@ -78,6 +83,10 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "jail: the command has no name to file a learned profile under; nothing written")
 		return code
 	}
+	if code != 0 && report.Profile.Empty() && len(report.KeptDenied) == 0 {
+		fmt.Fprintf(stderr, "jail: the command exited with status %d before touching anything to learn; no profile written\n", code)
+		return code
+	}
 	if err := writeFileAtomic(path, report.File(name, obs.Used), 0o600); err != nil {
 		fmt.Fprintf(stderr, "jail: writing the learned profile: %v\n", err)
 		return code
@@ -86,6 +95,10 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "jail: learned profile written to %s (later runs of %s use it)\n", path, name)
 	if code != 0 {
 		fmt.Fprintf(stderr, "jail: note: the command exited with status %d; the profile covers only what it did before that\n", code)
+	}
+	if report.Profile.Empty() {
+		fmt.Fprintln(stderr, "jail: it needs nothing beyond what every jail allows; nothing to merge into jail.json")
+		return code
 	}
 	offerMerge(report.Profile, info, yes, stderr)
 	return code
@@ -130,7 +143,11 @@ func offerMerge(p learn.Profile, info *planInfo, yes bool, stderr io.Writer) {
 		mode = st.Mode().Perm()
 	}
 	if err := writeFileAtomic(target, merged, mode); err != nil {
-		fmt.Fprintf(stderr, "jail: merging: %v\n", err)
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // not the name of the temporary file
+		}
+		fmt.Fprintf(stderr, "jail: not merged: cannot write %s (%v); the learned profile is still used by later runs\n", target, err)
 		return
 	}
 	// The user just approved these entries: the file as it is now is
@@ -147,11 +164,13 @@ func offerMerge(p learn.Profile, info *planInfo, yes bool, stderr io.Writer) {
 func sessionRequests(plan *jail.Plan, from int64) []learn.Request {
 	var reqs []learn.Request
 	proxy.ReadSession(plan.StateDir, plan.Session, from, func(e proxy.Entry) bool {
-		switch e.Scheme {
-		case "file", "exec", "connect":
+		switch {
+		case e.Scheme == "file" || e.Scheme == "exec" || e.Scheme == "connect":
 			return true // tracer and supervisor entries, not requests
+		case e.Method == "PUBLISH":
+			return true // the host connecting in
 		}
-		reqs = append(reqs, learn.Request{Host: e.Host, Port: e.Port, Allowed: e.Verdict == "allow"})
+		reqs = append(reqs, learn.Request{Host: e.Host, Port: e.Port, Allowed: e.Verdict == "allow", Forward: e.Method == "FORWARD"})
 		return true
 	})
 	return reqs
@@ -183,6 +202,8 @@ func watchEntry(e learn.Event, session, home string) proxy.Entry {
 	switch {
 	case e.Path != "" && learn.IsSecret(e.Path, home):
 		en.Verdict, en.Reason = "deny", "secret: masked, kept denied"
+	case e.Errno == int(unix.EINPROGRESS) && e.Kind == learn.Connect:
+		// a non-blocking connect under way: not a failure
 	case e.Errno != 0:
 		en.Verdict, en.Reason = "error", unix.ErrnoName(unix.Errno(e.Errno))
 	}

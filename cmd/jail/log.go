@@ -52,7 +52,20 @@ func logCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	var offset int64
 	if err == nil {
-		offset = readFrom(f, 0, show)
+		if *follow && *session == "" {
+			// As tail -f: the last ten, then what comes.
+			var last []proxy.Entry
+			offset = readFrom(f, 0, func(e proxy.Entry) {
+				if last = append(last, e); len(last) > 10 {
+					last = last[1:]
+				}
+			})
+			for _, e := range last {
+				show(e)
+			}
+		} else {
+			offset = readFrom(f, 0, show)
+		}
 		f.Close()
 	}
 	for *follow {

@@ -56,6 +56,9 @@ type Request struct {
 	Host    string
 	Port    int
 	Allowed bool
+	// Forward: a connection to the host's own port through -f, which
+	// jail.json cannot grant.
+	Forward bool
 }
 
 // Facts are the host facts the synthesis needs.
@@ -66,7 +69,16 @@ type Facts struct {
 	// writable (config, profiles, flags): what lies under one is proposed
 	// as that path, no wider.
 	Allowed []string
+	// ReadOnly are paths every jail keeps read-only (~/.bashrc, ~/.ssh,
+	// ~/.config/jail…): a write there is reported, never proposed.
+	ReadOnly []string
+	// Exists says whether a path exists outside the learning run (nil:
+	// everything does). A file the run created only in its throwaway home
+	// cannot be granted later: it is reported, not proposed.
+	Exists func(path string) bool
 }
+
+// Request is one entry of the proxy's decision log.
 
 // Report is the result of a learning run.
 type Report struct {
@@ -138,8 +150,12 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 	excluded := append(append([]string(nil), privateDirs...), f.SystemDirs...)
 
 	access := map[string]bool{} // collapsed path → written
+	files := map[string]bool{}  // keys the command named itself, not as a directory
+	dirs := map[string]bool{}   // keys made by mkdir or holding other paths
+	var seen []string           // every path that reached the profile
 	secrets := map[string]string{}
 	programs := map[string]bool{}
+	var kept []string
 
 	for _, ev := range events {
 		p := cleanAbs(ev.Path)
@@ -181,6 +197,12 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 		if ev.Errno != 0 && !write {
 			continue
 		}
+		if write && underAny(p, f.ReadOnly) {
+			// Not even a read is proposed: only a read event says one
+			// is needed.
+			kept = append(kept, fmt.Sprintf("tried to write %s: kept read-only", display(p, home)))
+			continue
+		}
 		key := ""
 		for _, a := range f.Allowed {
 			if a = cleanAbs(a); a != "" && a != home && under(p, a) && len(a) > len(key) {
@@ -194,6 +216,30 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 			continue
 		}
 		access[key] = access[key] || write
+		seen = append(seen, p)
+		if key != p || ev.Kind == Mkdir {
+			dirs[key] = true
+		} else {
+			files[key] = true
+		}
+	}
+	// A key the command named itself is a file unless it was made by
+	// mkdir or something else was reached below it.
+	sort.Strings(seen)
+	for k := range files {
+		if i := sort.SearchStrings(seen, k+"/"); i < len(seen) && strings.HasPrefix(seen[i], k+"/") {
+			dirs[k] = true
+		}
+	}
+	for k, w := range access {
+		if files[k] && !dirs[k] && f.Exists != nil && !f.Exists(k) {
+			verb := "read"
+			if w {
+				verb = "wrote"
+			}
+			kept = append(kept, fmt.Sprintf("%s %s, which exists only in the learning run: not proposed (every jail's throwaway home lets the command write it again)", verb, display(k, home)))
+			delete(access, k)
+		}
 	}
 
 	var read, written []string
@@ -207,7 +253,6 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 	written = minimize(written, nil)
 	read = minimize(read, written)
 
-	var kept []string
 	for p, verb := range secrets {
 		kept = append(kept, fmt.Sprintf("tried to %s %s: kept denied", verb, p))
 	}
@@ -225,9 +270,12 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 			}
 			d = h + ":" + strconv.Itoa(r.Port)
 		}
-		if r.Allowed {
+		switch {
+		case r.Forward:
+			kept = append(kept, fmt.Sprintf("reached the host's port %d through -f: not proposed (jail.json cannot grant it; pass -f %d again)", r.Port, r.Port))
+		case r.Allowed:
 			domains[d] = true
-		} else {
+		default:
 			kept = append(kept, fmt.Sprintf("tried to reach %s: kept denied", d))
 		}
 	}
@@ -506,6 +554,6 @@ func (r Report) Summary() string {
 	section("Writable (allowWrite)", p.AllowWrite)
 	section("Domains (network.allow)", p.Domains)
 	section("Programs run", p.Programs)
-	section("Kept denied", r.KeptDenied)
+	section("Kept denied or not proposed", r.KeptDenied)
 	return b.String()
 }

@@ -210,6 +210,46 @@ func TestSynthesize(t *testing.T) {
 			want: Report{Profile: Profile{AllowRead: []string{"~/Documents"}, AllowWrite: []string{"/srv/data"}}},
 		},
 		{
+			name: "read-only paths reported, files only in the learning run not proposed, forwards noted",
+			events: []Event{
+				{Kind: Open, Path: "/home/u/.bashrc", Write: true},
+				{Kind: Unlink, Path: "/home/u/.profile", Errno: 16},
+				{Kind: Open, Path: "/home/u/.bashrc"},
+				{Kind: Create, Path: "/home/u/.toolrc", Write: true},
+				{Kind: Create, Path: "/home/u/.keptrc", Write: true},
+				{Kind: Rename, Path: "/home/u/.keptrc.tmp", Write: true},
+				{Kind: Mkdir, Path: "/home/u/work/a/b"},
+			},
+			reqs: []Request{{Host: "127.0.0.1", Port: 8080, Allowed: true, Forward: true}},
+			facts: Facts{
+				Home: "/home/u", Project: "/home/u/proj", SystemDirs: []string{"/usr"},
+				ReadOnly: []string{"/home/u/.bashrc", "/home/u/.profile"},
+				Exists:   func(p string) bool { return p == "/home/u/.keptrc" || p == "/home/u/.bashrc" },
+			},
+			want: Report{
+				Profile: Profile{AllowRead: []string{"~/.bashrc"}, AllowWrite: []string{"~/.keptrc", "~/work/a"}},
+				KeptDenied: []string{
+					"reached the host's port 8080 through -f: not proposed (jail.json cannot grant it; pass -f 8080 again)",
+					"tried to write ~/.bashrc: kept read-only",
+					"tried to write ~/.profile: kept read-only",
+					"wrote ~/.keptrc.tmp, which exists only in the learning run: not proposed (every jail's throwaway home lets the command write it again)",
+					"wrote ~/.toolrc, which exists only in the learning run: not proposed (every jail's throwaway home lets the command write it again)",
+				},
+			},
+		},
+		{
+			name: "a directory made in the learning run is proposed, however it was opened",
+			events: []Event{
+				{Kind: Open, Path: "/home/u/work"}, // mkdir -p opens each level
+				{Kind: Mkdir, Path: "/home/u/work/a"},
+				{Kind: Open, Path: "/home/u/work/a/b/f", Write: true},
+				{Kind: Open, Path: "/home/u/data"}, // a directory it only listed
+				{Kind: Open, Path: "/home/u/data/x/y"},
+			},
+			facts: Facts{Home: "/home/u", Project: "/home/u/proj", Exists: func(string) bool { return false }},
+			want:  Report{Profile: Profile{AllowRead: []string{"~/data", "~/work"}, AllowWrite: []string{"~/work/a"}}},
+		},
+		{
 			name: "outside the home: no wider than the policy allowed, else three levels",
 			events: []Event{
 				{Kind: Open, Path: "/var/cache/agents/node_modules/x/index.js"},

@@ -35,7 +35,7 @@ func (p Profile) Empty() bool {
 // Entries that are empty, hold a NUL byte or are not valid UTF-8 are an
 // error. When nothing is added, existing is returned unchanged. An empty (or
 // white-space only) existing gives a fresh document shaped like
-// Profile.JSON. Syntax errors carry line:column; a "filesystem" or
+// a fresh document with only the keys that have entries. Syntax errors carry line:column; a "filesystem" or
 // "network" that is not an object, or a list key that is not a list, is an
 // error naming the key path.
 func Merge(existing []byte, p Profile) ([]byte, error) {
@@ -47,7 +47,7 @@ func Merge(existing []byte, p Profile) ([]byte, error) {
 		if len(read)+len(write)+len(domains) == 0 {
 			return existing, nil
 		}
-		return Profile{AllowRead: read, AllowWrite: write, Domains: domains}.JSON(), nil
+		return freshConfig(read, write, domains), nil
 	}
 	root, err := jsonc.Parse(existing)
 	if err != nil {
@@ -436,4 +436,28 @@ func quote(s string) string {
 		panic(err) // a string cannot fail to encode
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// freshConfig is the jail.json Merge writes where there was none: only the
+// keys that have entries, for a file the team will commit and read.
+func freshConfig(read, write, domains []string) []byte {
+	fs := map[string][]string{}
+	if len(read) > 0 {
+		fs["allowRead"] = read
+	}
+	if len(write) > 0 {
+		fs["allowWrite"] = write
+	}
+	doc := map[string]any{}
+	if len(fs) > 0 {
+		doc["filesystem"] = fs
+	}
+	if len(domains) > 0 {
+		doc["network"] = map[string][]string{"allow": domains}
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		panic(err) // only strings: cannot fail
+	}
+	return append(b, '\n')
 }
