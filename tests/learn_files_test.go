@@ -53,3 +53,36 @@ func TestLearningProposesNoPhantomFiles(t *testing.T) {
 		}
 	})
 }
+
+// jail learned lists, shows and forgets learned profiles; a forgotten one
+// no longer widens later runs, and names that are not profiles' are
+// refused, not resolved as paths.
+func TestLearnedCommand(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		if r := s.Jail("learned"); r.Code != 0 || !strings.Contains(r.Stdout, "no learned profiles") {
+			t.Fatalf("jail learned with none:\n%s", r)
+		}
+		if r := s.Jail("--learning", "--", "sh", "-c", "true; cat ~/notes.txt"); r.Code != 0 {
+			t.Fatalf("learning run:\n%s", r)
+		}
+		r := s.Jail("learned", "list")
+		if r.Code != 0 || !strings.Contains(r.Stdout, "sh ") || !strings.Contains(r.Stdout, "1 read-only") {
+			t.Fatalf("jail learned list:\n%s", r)
+		}
+		if r := s.Jail("learned", "show", "sh"); r.Code != 0 || !strings.Contains(r.Stdout, `"~/notes.txt"`) {
+			t.Fatalf("jail learned show sh:\n%s", r)
+		}
+		if r := s.Jail("learned", "show", "../../etc/passwd"); r.Code != 125 || strings.Contains(r.Stdout, "root:") {
+			t.Fatalf("jail learned show of a path: want 125 and nothing shown:\n%s", r)
+		}
+		if r := s.Jail("--", "sh", "-c", "true; cat ~/notes.txt"); r.Code != 0 {
+			t.Fatalf("under the learned profile ~/notes.txt is readable:\n%s", r)
+		}
+		if r := s.Jail("learned", "rm", "sh"); r.Code != 0 {
+			t.Fatalf("jail learned rm sh:\n%s", r)
+		}
+		if r := s.Jail("--", "sh", "-c", "true; cat ~/notes.txt"); r.Code == 0 || strings.Contains(r.Stderr, "using learned profile") {
+			t.Fatalf("after jail learned rm, the profile still widens the run:\n%s", r)
+		}
+	})
+}

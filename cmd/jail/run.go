@@ -24,6 +24,7 @@ usage:
   jail plan [flags] -- CMD          print what would be applied, run nothing
   jail log [-f] [--json] [--session ID]   the proxy's decisions
   jail profiles list | show NAME    built-in and user profiles
+  jail learned [list] | show NAME | rm NAME   profiles jail --learning wrote
   jail trust [DIR]                  trust the project's jail.json as it is now
   jail schema                       print the JSON Schema for jail.json
 
@@ -42,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return logCmd(args[1:], stdout, stderr)
 		case "profiles":
 			return profilesCmd(args[1:], stdout, stderr)
+		case "learned":
+			return learnedCmd(args[1:], stdout, stderr)
 		case "trust":
 			return trustCmd(args[1:], stdout, stderr)
 		case "schema":
