@@ -36,6 +36,9 @@ type Config struct {
 	Project bool `json:"-"`
 	// FromLearning marks a profile jail --learning wrote for the command.
 	FromLearning bool `json:"-"`
+	// Hash is ContentHash of the bytes the layer was parsed from: trust is
+	// checked against what was parsed, not against a second read.
+	Hash string `json:"-"`
 
 	// File is the file the layer came from ("" for the command line); Dir
 	// is the directory its relative paths are relative to.
@@ -118,15 +121,15 @@ func LoadConfigFile(path, display string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading config %s: %w", display, err)
 	}
-	n := len(data)
-	if n > maxConfigSize {
+	if len(data) > maxConfigSize {
 		return nil, &ConfigError{File: display, Msg: "file is larger than 4 MiB; is this really a jail config?"}
 	}
-	c, err := ParseConfig(data[:n], display)
+	c, err := ParseConfig(data, display)
 	if err != nil {
 		return nil, err
 	}
 	abs, _ := filepath.Abs(path)
+	c.Hash = ContentHash(data)
 	c.File = abs
 	c.Dir = filepath.Dir(abs)
 	return c, nil

@@ -800,7 +800,10 @@ func TestLoadConfigFile(t *testing.T) {
 		if c.File != p || c.Dir != dir {
 			t.Errorf("File=%q Dir=%q, want %q and %q", c.File, c.Dir, p, dir)
 		}
-		c.File, c.Dir = "", ""
+		if c.Hash != ContentHash([]byte(usersOneLiner)) {
+			t.Errorf("Hash=%q, want the hash of the bytes parsed", c.Hash)
+		}
+		c.File, c.Dir, c.Hash = "", "", ""
 		if !configsEqual(*c, usersOneLinerConfig) {
 			t.Errorf("got %+v", *c)
 		}

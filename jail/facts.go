@@ -54,11 +54,6 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 	for _, p := range paths {
 		f.Paths[p] = statPath(p)
 	}
-	sensitive := map[[2]uint64]bool{}
-	denied := append(append([]string{}, pol.DenyRead...), systemDeny...)
-	for _, rel := range homeDeny {
-		denied = append(denied, filepath.Join(home, rel))
-	}
 	walkGlobs(patterns, func(pat, path string, d fs.DirEntry) {
 		f.Matches[pat] = append(f.Matches[pat], path)
 		f.Paths[path] = statPath(path)
@@ -67,18 +62,30 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		sort.Strings(f.Matches[pat])
 		f.Matches[pat] = union(nil, f.Matches[pat])
 	}
-	// Inodes of denied files with more than one name.
-	for _, pat := range denied {
+	// Inodes of denied files with more than one name. A glob such as
+	// ~/.ssh/** matches the directory and everything below it: each tree
+	// is walked once.
+	sensitive := map[[2]uint64]bool{}
+	walked := map[string]bool{}
+	for _, pat := range deniedPatterns(pol, home, f.CADir, f.StateDir) {
 		list := []string{pat}
 		if HasMeta(pat) {
 			list = f.Matches[pat]
 		}
 		for _, p := range list {
-			collectLinked(p, sensitive)
+			if walked[p] || coveredBy(p, walked) {
+				continue
+			}
+			walked[p] = true
+			walkLinked(p, 10_000, func(_ string, key [2]uint64) { sensitive[key] = true })
 		}
 	}
 	if len(sensitive) > 0 {
-		f.HardLinks = findLinks(pol.ProjectRoot, sensitive)
+		walkLinked(pol.ProjectRoot, maxWalk, func(path string, key [2]uint64) {
+			if sensitive[key] {
+				f.HardLinks = append(f.HardLinks, path)
+			}
+		})
 		for _, p := range f.HardLinks {
 			f.Paths[p] = statPath(p)
 		}
@@ -182,47 +189,27 @@ func walkGlobs(patterns []string, match func(pat, path string, d fs.DirEntry)) {
 	}
 }
 
-// collectLinked records the inodes of regular files at or below p that have
-// more than one hard link.
-func collectLinked(p string, set map[[2]uint64]bool) {
-	seen := 0
-	_ = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || seen > 10000 {
-			return fs.SkipAll
-		}
-		seen++
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-					set[[2]uint64{uint64(st.Dev), st.Ino}] = true
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// findLinks returns files under root that share an inode with a denied file.
-func findLinks(root string, set map[[2]uint64]bool) []string {
-	var out []string
+// walkLinked calls fn with each regular file at or below root that has
+// more than one hard link, and its inode, visiting at most limit entries and
+// passing over what cannot be read.
+func walkLinked(root string, limit int, fn func(path string, key [2]uint64)) {
 	seen := 0
 	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
-		if seen++; seen > maxWalk {
+		if seen++; seen > limit {
 			return fs.SkipAll
 		}
 		if d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 && set[[2]uint64{uint64(st.Dev), st.Ino}] {
-					out = append(out, path)
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+					fn(path, [2]uint64{uint64(st.Dev), st.Ino})
 				}
 			}
 		}
 		return nil
 	})
-	return out
 }
 
 func randomHex(n int) string {

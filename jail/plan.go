@@ -494,17 +494,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	}
 
 	// Masks: denyRead, the system and home credential stores, hard links.
-	var denyPats []string
-	denyPats = append(denyPats, systemDeny...)
-	for _, rel := range homeDeny {
-		denyPats = append(denyPats, filepath.Join(f.Home, rel))
-	}
-	denyPats = append(denyPats, pol.DenyRead...)
-	for _, d := range []string{f.CADir, f.StateDir} {
-		if d != "" { // jail's own CA key and decision log, wherever XDG puts them
-			denyPats = append(denyPats, d)
-		}
-	}
+	denyPats := deniedPatterns(pol, f.Home, f.CADir, f.StateDir)
 	maskSet := map[string]bool{}
 	var maskPaths []string
 	candidates := append(expand(denyPats), f.HardLinks...)
@@ -586,6 +576,23 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: ef, Why: "secrets masked"})
 	}
 	return p, nil
+}
+
+// deniedPatterns are the paths and globs the jail masks: the system and
+// home credential stores, the policy's denyRead, and jail's own CA key and
+// decision log, wherever XDG puts them.
+func deniedPatterns(pol *Policy, home, caDir, stateDir string) []string {
+	out := append([]string{}, systemDeny...)
+	for _, rel := range homeDeny {
+		out = append(out, filepath.Join(home, rel))
+	}
+	out = append(out, pol.DenyRead...)
+	for _, d := range []string{caDir, stateDir} {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // coveredBy reports whether p lies strictly below one of the set's paths.

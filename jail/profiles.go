@@ -157,11 +157,17 @@ func loadProfiles(names []string, home string, getenv func(string) string) ([]*C
 	return out, nil
 }
 
-// profileExists reports whether a profile of that name can be loaded.
+// profileExists reports whether a profile of that name can be loaded: one
+// look-up per name asked about, not a listing of the user's profiles.
 func profileExists(home string, getenv func(string) string) func(string) bool {
-	names := map[string]bool{}
-	for _, p := range ProfileNames(home, getenv) {
-		names[p.Name] = true
+	return func(n string) bool {
+		if n == "" || strings.ContainsAny(n, "/\\") || strings.HasPrefix(n, ".") {
+			return false
+		}
+		if _, err := fs.Stat(profiles.FS, n+".json"); err == nil {
+			return true
+		}
+		_, err := os.Stat(filepath.Join(userProfileDir(home, getenv), n+".json"))
+		return err == nil
 	}
-	return func(n string) bool { return names[n] }
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/jailsh/jail/proxy"
 )
 
 // toolchainOf names the toolchain whose package registries a command
@@ -18,13 +20,10 @@ func toolchainOf(argv []string) string {
 	if len(argv) == 0 {
 		return ""
 	}
-	switch filepath.Base(argv[0]) {
-	case "npm", "npx", "node", "pnpm", "yarn", "corepack", "bun":
-		return "node"
-	case "go":
-		return "go"
-	case "pip", "pip3", "python", "python3", "uv", "uvx", "pipx":
-		return "python"
+	// The commands that pick the node, go and python profiles.
+	switch t := commandProfiles[filepath.Base(argv[0])]; t {
+	case "node", "go", "python":
+		return t
 	}
 	return ""
 }
@@ -32,7 +31,9 @@ func toolchainOf(argv []string) string {
 // registryCache remembers what a toolchain answered when asked for its
 // default registry, keyed by the toolchain binary and its modification
 // time, so that start-up does not pay for running npm or go every time.
-type registryCache map[string]struct {
+type registryCache map[string]cachedAnswer
+
+type cachedAnswer struct {
 	Bin   string    `json:"bin"`
 	MTime time.Time `json:"mtime"`
 	Value string    `json:"value"`
@@ -64,16 +65,9 @@ func askToolchain(cacheDir, key, name string, args ...string) string {
 		return ""
 	}
 	value := strings.TrimSpace(string(out))
-	cache[key] = struct {
-		Bin   string    `json:"bin"`
-		MTime time.Time `json:"mtime"`
-		Value string    `json:"value"`
-	}{bin, fi.ModTime(), value}
-	if b, err := json.Marshal(cache); err == nil && os.MkdirAll(cacheDir, 0o700) == nil {
-		tmp := path + ".tmp"
-		if os.WriteFile(tmp, b, 0o600) == nil {
-			os.Rename(tmp, path)
-		}
+	cache[key] = cachedAnswer{bin, fi.ModTime(), value}
+	if b, err := json.Marshal(cache); err == nil {
+		proxy.WriteFileAtomic(path, b, 0o600)
 	}
 	return value
 }
@@ -125,13 +119,16 @@ func readNpmrc(path string) [][2]string {
 // goRegistries returns the module proxy and checksum database URLs Go is
 // configured with (GOPROXY, GOSUMDB), asking `go env` when unset.
 func goRegistries(cacheDir string, getenv func(string) string) []string {
-	proxyList := getenv("GOPROXY")
-	if proxyList == "" {
-		proxyList = askToolchain(cacheDir, "go GOPROXY", "go", "env", "GOPROXY")
-	}
-	sumdb := getenv("GOSUMDB")
-	if sumdb == "" {
-		sumdb = askToolchain(cacheDir, "go GOSUMDB", "go", "env", "GOSUMDB")
+	proxyList, sumdb := getenv("GOPROXY"), getenv("GOSUMDB")
+	if proxyList == "" || sumdb == "" {
+		// One `go env` for both, one line each.
+		lines := strings.SplitN(askToolchain(cacheDir, "go GOPROXY GOSUMDB", "go", "env", "GOPROXY", "GOSUMDB"), "\n", 2)
+		if proxyList == "" {
+			proxyList = strings.TrimSpace(lines[0])
+		}
+		if sumdb == "" && len(lines) == 2 {
+			sumdb = strings.TrimSpace(lines[1])
+		}
 	}
 	var urls []string
 	for _, p := range strings.FieldsFunc(proxyList, func(r rune) bool { return r == ',' || r == '|' }) {

@@ -77,11 +77,9 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		spec.Trace = obs.Used == TracerSeccomp
 	}
 	if len(plan.Seccomp) > 0 {
-		prog, err := seccomp.Program(plan.Seccomp)
-		if err != nil {
+		if spec.Seccomp, err = seccomp.Program(plan.Seccomp); err != nil {
 			return 125, &ExitError{125, fmt.Errorf("compiling the seccomp filter: %w", err)}
 		}
-		spec.Seccomp = seccomp.Marshal(prog)
 	}
 	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP} {
 		if signal.Ignored(s) {
@@ -152,15 +150,18 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		defer notifyJail.Close() // and right after the fork, below
 		files = append(files, notifyJail.Fd())
 		closeAfterFork = append(closeAfterFork, notifyJail)
-		log, _ := proxy.OpenLog(plan.StateDir) // denials are logged when the log can be opened
-		if log != nil {
-			defer log.Close()
+		var log *proxy.Log
+		if len(plan.CommandDeny) > 0 {
+			log, _ = proxy.OpenLog(plan.StateDir) // denials are logged when the log can be opened
+			if log != nil {
+				defer log.Close()
+			}
 		}
-		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, inside.EnvValue(plan.Env.Env, "PATH"), plan.Session, log)
+		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, plan.Session, log)
 		if spec.Trace {
 			sup.trace = obs.add
 		}
-		spec.ExecNotify = len(plan.CommandDeny) > 0
+		spec.Notify = true
 	}
 	// eBPF: bubblewrap reports the jail's first PID on an info pipe, the
 	// probes are aimed at its PID namespace.
@@ -206,6 +207,8 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	go func() { specW.Write(specBytes); specW.Close() }()
 	if sup != nil {
 		go func() {
+			// While bubblewrap builds the jail.
+			sup.findPrograms(inside.EnvValue(plan.Env.Env, "PATH"))
 			fd, err := receiveListener(notifyHost)
 			if err != nil {
 				return // init failed before it: it reports why

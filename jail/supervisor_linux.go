@@ -73,11 +73,15 @@ type program struct {
 	hashReady bool
 }
 
-// newSupervisor prepares the identities of the denied programs, found in
-// the jail's PATH (the jail sees the host's system directories as they
-// are).
-func newSupervisor(deny, allow []string, pathEnv, session string, log *proxy.Log) *supervisor {
-	s := &supervisor{deny: ParseCommandRules(deny), allow: ParseCommandRules(allow), session: session, log: log}
+// newSupervisor makes the supervisor of the command rules (and the tracer,
+// when trace is set); findPrograms must run before it answers.
+func newSupervisor(deny, allow []string, session string, log *proxy.Log) *supervisor {
+	return &supervisor{deny: ParseCommandRules(deny), allow: ParseCommandRules(allow), session: session, log: log}
+}
+
+// findPrograms records the identities of the denied programs, found in the
+// jail's PATH (the jail sees the host's system directories as they are).
+func (s *supervisor) findPrograms(pathEnv string) {
 	seen := map[string]bool{}
 	for _, r := range s.deny {
 		if seen[r.Program] {
@@ -95,7 +99,6 @@ func newSupervisor(deny, allow []string, pathEnv, session string, log *proxy.Log
 			}
 		}
 	}
-	return s
 }
 
 // identify names the program a file is, when it is one of the denied

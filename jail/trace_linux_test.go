@@ -168,7 +168,7 @@ func TestNotifyFilter(t *testing.T) {
 func traceThread(t testing.TB, f func()) func() []learn.Event {
 	var mu sync.Mutex
 	var events []learn.Event
-	s := newSupervisor(nil, nil, "", "", nil)
+	s := newSupervisor(nil, nil, "", nil)
 	s.trace = func(e learn.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }
 	installed := make(chan error, 1)
 	done := make(chan struct{})

@@ -1,13 +1,14 @@
 package jail
 
 import (
+	"github.com/jailsh/jail/proxy"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 )
 
 // Widening lists what a project's jail.json grants beyond what the user's
@@ -59,13 +60,10 @@ func trustFile(home string, getenv func(string) string) string {
 	return filepath.Join(UserConfigDir(home, getenv), "trusted.json")
 }
 
-func fileHash(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+// ContentHash is what trust records of a config file: its bytes' SHA-256.
+func ContentHash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 func readTrust(home string, getenv func(string) string) map[string]string {
@@ -76,34 +74,24 @@ func readTrust(home string, getenv func(string) string) map[string]string {
 	return m
 }
 
-// IsTrusted reports whether the config file at path was trusted as it is
-// now; a changed file is not.
-func IsTrusted(path, home string, getenv func(string) string) bool {
-	h, err := fileHash(path)
-	return err == nil && readTrust(home, getenv)[path] == h
+// IsTrusted reports whether the config layer c was trusted with the content
+// it was parsed from; a changed file is not.
+func IsTrusted(c *Config, home string, getenv func(string) string) bool {
+	return c.Hash != "" && readTrust(home, getenv)[c.File] == c.Hash
 }
 
-// Trust records the config file at path, as it is now, as trusted.
-func Trust(path, home string, getenv func(string) string) error {
-	h, err := fileHash(path)
-	if err != nil {
-		return err
+// Trust records the config file at path as trusted with the content whose
+// ContentHash is hash ("": the file as it is now).
+func Trust(path, hash, home string, getenv func(string) string) error {
+	if hash == "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		hash = ContentHash(b)
 	}
 	m := readTrust(home, getenv)
-	m[path] = h
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	m[path] = hash
 	b, _ := json.MarshalIndent(m, "", "  ")
-	tf := trustFile(home, getenv)
-	if err := os.MkdirAll(filepath.Dir(tf), 0o700); err != nil {
-		return err
-	}
-	tmp := tf + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, tf)
+	return proxy.WriteFileAtomic(trustFile(home, getenv), append(b, '\n'), 0o600)
 }

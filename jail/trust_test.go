@@ -50,17 +50,30 @@ func TestTrustRecordsHash(t *testing.T) {
 	}
 	f := filepath.Join(dir, "jail.json")
 	os.WriteFile(f, []byte(`{"network": {"allow": ["a.test"]}}`), 0o644)
-	if IsTrusted(f, dir, getenv) {
+	load := func() *Config {
+		c, err := LoadConfigFile(f, "jail.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if IsTrusted(load(), dir, getenv) {
 		t.Fatal("trusted before jail trust")
 	}
-	if err := Trust(f, dir, getenv); err != nil {
+	if err := Trust(f, "", dir, getenv); err != nil {
 		t.Fatal(err)
 	}
-	if !IsTrusted(f, dir, getenv) {
+	if !IsTrusted(load(), dir, getenv) {
 		t.Fatal("not trusted after jail trust")
 	}
+	// What is trusted is the content that was parsed: a layer parsed before
+	// the file changed is not the file trusted afterwards.
+	before := load()
 	os.WriteFile(f, []byte(`{"network": {"allow": ["b.test"]}}`), 0o644)
-	if IsTrusted(f, dir, getenv) {
+	if IsTrusted(load(), dir, getenv) {
 		t.Fatal("a changed file is still trusted")
+	}
+	if err := Trust(f, before.Hash, dir, getenv); err != nil || IsTrusted(load(), dir, getenv) {
+		t.Fatalf("trusting the content shown must not trust what replaced it (err %v)", err)
 	}
 }

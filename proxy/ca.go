@@ -60,10 +60,10 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	}
 	// The key goes first: a crash in between leaves no certificate, and
 	// with no certificate the pair is created afresh next time.
-	if err := writeFileAtomic(filepath.Join(dir, caKeyFile), keyPEM, 0o600); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, caKeyFile), keyPEM, 0o600); err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, caCertFile), certPEM, 0o644); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, caCertFile), certPEM, 0o644); err != nil {
 		return nil, err
 	}
 	return loadCA(dir)
@@ -171,9 +171,13 @@ func keyID(pub *ecdsa.PublicKey) []byte {
 	return sum[:20]
 }
 
-// writeFileAtomic writes data to a temporary file in the same directory
-// and renames it over path.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// WriteFileAtomic writes data to a temporary file in the same directory
+// (created mode 0700 if missing) and renames it over path: a crash leaves
+// the old file or the new one, never half of either.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("writing %q: %w", path, err)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("writing %q: %w", path, err)

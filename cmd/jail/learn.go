@@ -87,7 +87,7 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jail: the command exited with status %d before touching anything to learn; no profile written\n", code)
 		return code
 	}
-	if err := writeFileAtomic(path, report.File(name, obs.Used), 0o600); err != nil {
+	if err := proxy.WriteFileAtomic(path, report.File(name, obs.Used), 0o600); err != nil {
 		fmt.Fprintf(stderr, "jail: writing the learned profile: %v\n", err)
 		return code
 	}
@@ -142,7 +142,7 @@ func offerMerge(p learn.Profile, info *planInfo, yes bool, stderr io.Writer) {
 	if st, err := os.Stat(target); err == nil {
 		mode = st.Mode().Perm()
 	}
-	if err := writeFileAtomic(target, merged, mode); err != nil {
+	if err := proxy.WriteFileAtomic(target, merged, mode); err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err // not the name of the temporary file
@@ -152,7 +152,7 @@ func offerMerge(p learn.Profile, info *planInfo, yes bool, stderr io.Writer) {
 	}
 	// The user just approved these entries: the file as it is now is
 	// theirs to trust.
-	if err := jail.Trust(target, info.home, os.Getenv); err != nil {
+	if err := jail.Trust(target, jail.ContentHash(merged), info.home, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "jail: merged into %s, but recording trust failed: %v\n", target, err)
 		return
 	}
@@ -221,31 +221,6 @@ func indent(s string) string {
 	return b.String()
 }
 
-// writeFileAtomic replaces path with data: a crash leaves the old file
-// or the new one, never half of either.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
-
 // announcedFile records which learned profiles jail has said it uses.
 func announcedFile(home string) string {
 	return filepath.Join(jail.StateDir(home, os.Getenv), "learned-announced.json")
@@ -267,7 +242,7 @@ func announceLearned(home, path string, stderr io.Writer) {
 	fmt.Fprintf(stderr, "jail: using learned profile %s\n", path)
 	seen[path] = stamp
 	if out, err := json.Marshal(seen); err == nil {
-		writeFileAtomic(announcedFile(home), out, 0o600)
+		proxy.WriteFileAtomic(announcedFile(home), out, 0o600)
 	}
 }
 
@@ -280,6 +255,6 @@ func forgetAnnounced(home, path string) {
 	}
 	delete(seen, path)
 	if out, err := json.Marshal(seen); err == nil {
-		writeFileAtomic(announcedFile(home), out, 0o600)
+		proxy.WriteFileAtomic(announcedFile(home), out, 0o600)
 	}
 }

@@ -173,9 +173,9 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 // untrustedConfig is a project jail.json that widens the jail and has not
 // been trusted as it is now.
 type untrustedConfig struct {
-	path     string
-	widening []string
-	home     string
+	path, hash string // hash: of the content that was parsed and shown
+	widening   []string
+	home       string
 }
 
 // askTrust asks once on a terminal whether to trust a widening project
@@ -194,7 +194,7 @@ func askTrust(u *untrustedConfig, stderr io.Writer) bool {
 	if answer != "y" && answer != "Y" && answer != "yes" {
 		return false
 	}
-	if err := jail.Trust(u.path, u.home, os.Getenv); err != nil {
+	if err := jail.Trust(u.path, u.hash, u.home, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "jail: recording trust: %v\n", err)
 		return false
 	}
@@ -239,8 +239,8 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 		}
 		if l.Project {
 			info.projectConfig = l.File
-			if w := jail.Widening(l, root, home); len(w) > 0 && !jail.IsTrusted(l.File, home, os.Getenv) {
-				untrusted = &untrustedConfig{path: l.File, widening: w, home: home}
+			if w := jail.Widening(l, root, home); len(w) > 0 && !jail.IsTrusted(l, home, os.Getenv) {
+				untrusted = &untrustedConfig{path: l.File, hash: l.Hash, widening: w, home: home}
 			}
 		}
 	}
@@ -254,7 +254,7 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 			info.allowed = append(info.allowed, p)
 		}
 	}
-	if !pol.NoNetwork {
+	if !pol.NoNetwork && opts.Mode == "" { // learning and watch let every name through
 		pol.Registries = jail.RegistryHosts(argv, root, home, os.Getenv)
 	}
 	facts, err := jail.Gather(pol, home, cwd)

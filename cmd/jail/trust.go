@@ -36,7 +36,7 @@ func trustCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jail: no jail.json in %s or above it (up to the git root)\n", dir)
 		return 125
 	}
-	if err := jail.Trust(cfg, home, os.Getenv); err != nil {
+	if err := jail.Trust(cfg, "", home, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "jail: trusting %s: %v\n", cfg, err)
 		return 125
 	}

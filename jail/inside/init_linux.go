@@ -122,7 +122,7 @@ func Main() {
 		fail(125, fmt.Errorf("setting no_new_privs: %w", err))
 	}
 
-	if spec.ExecNotify || spec.Trace {
+	if spec.Notify {
 		if err := installNotifyFilter(spec.Trace); err != nil {
 			fail(125, err)
 		}

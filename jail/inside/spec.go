@@ -42,8 +42,10 @@ type InitSpec struct {
 	Ignore    []int  // signals that were ignored when jail started
 	Relays    []Relay
 	WaitProxy bool // read a 0 byte on the control pipe before starting the command
-	// ExecNotify: send every exec to the host's supervisor (command rules).
-	ExecNotify bool
+	// Notify: install the notify filter and hand its listener to the
+	// host's supervisor: every exec (command rules), and with Trace the
+	// traced calls too.
+	Notify bool
 	// Trace: the notify filter also sends every file, exec and connect
 	// syscall the tracer watches (learning and watch modes without eBPF);
 	// the host answers "continue" to all but denied execs.
@@ -54,7 +56,7 @@ type InitSpec struct {
 	OverlayHome string
 }
 
-const specMagic = "jailspec3"
+const specMagic = "jailspec4"
 
 // MarshalBinary encodes the spec: a magic string, then each field in
 // order; strings and byte slices as a uvarint length and the bytes, lists
@@ -97,7 +99,7 @@ func (s *InitSpec) MarshalBinary() ([]byte, error) {
 		str(r.Dial)
 	}
 	boolean(s.WaitProxy)
-	boolean(s.ExecNotify)
+	boolean(s.Notify)
 	boolean(s.Trace)
 	str(s.OverlayHome)
 	return b, nil
@@ -181,7 +183,7 @@ func (s *InitSpec) UnmarshalBinary(b []byte) error {
 		s.Relays = append(s.Relays, Relay{Listen: str(), Dial: str()})
 	}
 	s.WaitProxy = boolean()
-	s.ExecNotify = boolean()
+	s.Notify = boolean()
 	s.Trace = boolean()
 	s.OverlayHome = str()
 	if bad || len(b) != 0 || len(s.Argv) == 0 {

@@ -5,9 +5,14 @@ package seccomp
 // embedded in the binary (default_GOARCH.bpf), so jail needs neither cgo
 // nor libseccomp at run time and saves compiling on every start; other
 // rules, or an architecture without an embedded program, are compiled now.
-func Program(rules []Rule) ([]SockFilter, error) {
+// The program comes in the form init loads (see Marshal).
+func Program(rules []Rule) ([]byte, error) {
 	if len(embedded) > 0 && Format(rules) == embeddedRules {
-		return Unmarshal(embedded)
+		return embedded, nil
 	}
-	return Compile(rules)
+	prog, err := Compile(rules)
+	if err != nil {
+		return nil, err
+	}
+	return Marshal(prog), nil
 }

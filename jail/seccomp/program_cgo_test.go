@@ -36,7 +36,7 @@ func TestEmbeddedProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(Marshal(got)) != string(embedded) {
+	if string(got) != string(embedded) {
 		t.Fatalf("Program(DefaultRules()) did not return the embedded program")
 	}
 }
