@@ -23,9 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Supported reports whether this build carries the eBPF probes.
-const Supported = true
-
 // GrantHint tells the user how to give jail the capabilities eBPF needs.
 const GrantHint = "eBPF tracing needs CAP_BPF and CAP_PERFMON; grant them with: sudo setcap cap_bpf,cap_perfmon+ep $(command -v jail)"
 

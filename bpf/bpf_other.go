@@ -4,9 +4,6 @@ package bpf
 
 import "errors"
 
-// Supported reports whether this build carries the eBPF probes.
-const Supported = false
-
 // GrantHint tells the user how to give jail the capabilities eBPF needs.
 const GrantHint = "eBPF tracing is only available on Linux"
 

@@ -932,7 +932,6 @@ func TestResolve(t *testing.T) {
 		},
 		Command:     CommandConfig{Deny: []string{"git push", "npm publish"}, Allow: []string{"git status"}},
 		Env:         EnvConfig{Pass: []string{"TERM", "LANG"}, Set: map[string]string{"A": "1", "B": "2"}},
-		Extends:     []string{},
 		SecretNames: []string{"S", "T"},
 		BestEffort:  true,
 	}

@@ -33,36 +33,23 @@ func LearnedName(argv []string) string {
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true}
 
 // shellStringName names a shell string after the program its first command
-// runs: past variable assignments and wrappers (env, exec, command, nohup,
-// time). A shell builtin or anything else ("cd x && make", "$(...)") gives
-// "sh".
+// runs, past VAR=value words and wrappers (env -u X, exec, nice…, as
+// command rules see them). A shell builtin or anything else ("cd x && make",
+// "$(...)") gives "sh".
 func shellStringName(script string) string {
-	for _, w := range strings.Fields(script) {
-		switch {
-		case strings.Contains(w, "=") && !strings.HasPrefix(w, "="):
-			continue // FOO=1 cmd
-		case wrappers[w]:
-			continue
-		case builtins[w]:
-			return "sh"
-		}
-		if base := filepath.Base(w); plainName(base) {
-			return base
-		}
+	norm := NormalizeArgv(strings.Fields(script))
+	if len(norm) == 0 || builtins[norm[0]] || !plainName(norm[0]) {
 		return "sh"
 	}
-	return "sh"
+	return norm[0]
 }
 
-var (
-	wrappers = map[string]bool{"env": true, "exec": true, "command": true, "nohup": true, "time": true}
-	builtins = map[string]bool{
-		"cd": true, "export": true, "set": true, "unset": true, "source": true, ".": true, "eval": true,
-		"if": true, "for": true, "while": true, "until": true, "case": true, "test": true, "[": true,
-		"true": true, "false": true, "echo": true, "printf": true, "read": true, "builtin": true,
-		"alias": true, "umask": true, "ulimit": true, "trap": true, "exit": true, "return": true, ":": true,
-	}
-)
+var builtins = map[string]bool{
+	"cd": true, "export": true, "set": true, "unset": true, "source": true, ".": true, "eval": true,
+	"if": true, "for": true, "while": true, "until": true, "case": true, "test": true, "[": true,
+	"true": true, "false": true, "echo": true, "printf": true, "read": true, "builtin": true,
+	"alias": true, "umask": true, "ulimit": true, "trap": true, "exit": true, "return": true, ":": true,
+}
 
 // plainName: letters, digits and ._+- only, not starting with a dot.
 func plainName(s string) bool {

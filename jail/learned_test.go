@@ -105,6 +105,8 @@ func TestLearnedName(t *testing.T) {
 		{[]string{"/bin/sh", "-c", "cd / && ls"}, "sh"},
 		{[]string{"/bin/sh", "-c", "   "}, "sh"},
 		{[]string{"/bin/sh", "-c", "echo hi | tool"}, "sh"},
+		{[]string{"/bin/sh", "-c", "env -u X node a.js"}, "node"},
+		{[]string{"/bin/sh", "-c", "nice -n 5 make"}, "make"},
 		{[]string{"/bin/sh", "-c", "$(echo x)"}, "sh"},
 		{[]string{"/bin/sh", "-c", ""}, "sh"},
 		{[]string{"sh", "script.sh"}, "sh"},

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jailsh/jail/bpf"
 	"github.com/jailsh/jail/jail/learn"
-	"golang.org/x/sys/unix"
 )
 
 // Observer watches a learning or watch run (SPEC §4): every file access,
@@ -144,9 +143,6 @@ func (o *Observer) consume() {
 	}
 }
 
-// writeFlags are the open(2) flags that make an open a write.
-const writeFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | unix.O_APPEND
-
 // fromBPF turns one probe event into the events learning works on.
 func fromBPF(e bpf.Event) []learn.Event {
 	path := e.AbsPath
@@ -156,11 +152,7 @@ func fromBPF(e bpf.Event) []learn.Event {
 	le := learn.Event{Path: path, Errno: e.Errno(), Pid: int(e.Tgid)}
 	switch e.Kind {
 	case bpf.KindOpen:
-		le.Kind = learn.Open
-		if e.Flags&unix.O_CREAT != 0 {
-			le.Kind = learn.Create
-		}
-		le.Write = e.Flags&writeFlags != 0
+		le.Kind, le.Write = openKind(uint64(e.Flags))
 	case bpf.KindExec:
 		le.Kind = learn.Exec
 	case bpf.KindMkdir:

@@ -253,6 +253,16 @@ type EnvFile struct {
 // ErrUnsupported marks a protection the machine lacks.
 var ErrUnsupported = errors.New("unsupported")
 
+// ExitError is a failure of jail itself (or of starting the command) that
+// carries the exit code jail should end with.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
 // Build turns a resolved policy and the gathered facts into a plan.
 func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	if len(argv) == 0 {
@@ -515,7 +525,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	}
 	for _, m := range maskPaths {
 		kind := "mask"
-		if f.info(m).Dir || f.Paths[m].Dir {
+		if f.info(m).Dir {
 			kind = "mask-dir"
 		}
 		masks = append(masks, Op{Kind: kind, Dest: m, Why: "denyRead"})

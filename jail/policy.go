@@ -1,7 +1,9 @@
 package jail
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -43,7 +45,6 @@ type Policy struct {
 	Secrets SecretsConfig
 	Command CommandConfig
 	Env     EnvConfig
-	Extends []string
 
 	SecretNames []string // --secret
 	BestEffort  bool
@@ -102,12 +103,10 @@ func FindProject(cwd, home string) (configPath, root string) {
 func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(string) string) ([]*Config, string, error) {
 	var layers []*Config
 	load := func(path string, optional bool) error {
-		if optional {
-			if _, err := os.Stat(path); os.IsNotExist(err) {
-				return nil
-			}
-		}
 		c, err := LoadConfigFile(path, displayPath(path, cwd))
+		if optional && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -117,6 +116,7 @@ func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(strin
 	if err := load(filepath.Join(UserConfigDir(home, getenv), "config.json"), true); err != nil {
 		return nil, "", err
 	}
+	userLayers := len(layers) // profiles go between the user's config and the rest
 	projectConfig, root := FindProject(cwd, home)
 	if projectConfig != "" {
 		if err := load(projectConfig, false); err != nil {
@@ -151,18 +151,14 @@ func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(strin
 	// What a learning run found for this program, unless this run is
 	// itself learning or watching (it must see everything afresh).
 	if lp := LearnedPath(home, getenv, argv); lp != "" && opts.Mode == "" {
-		if _, err := os.Stat(lp); err == nil {
-			c, err := LoadConfigFile(lp, lp)
-			if err != nil {
-				return nil, "", fmt.Errorf("%w (the profile jail --learning wrote; fix or delete it)", err)
-			}
+		c, err := LoadConfigFile(lp, lp)
+		switch {
+		case err == nil:
 			c.FromLearning = true
 			prof = append(prof, c)
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, "", fmt.Errorf("%w (the profile jail --learning wrote; fix or delete it)", err)
 		}
-	}
-	userLayers := 0
-	if len(layers) > 0 && layers[0].File == filepath.Join(UserConfigDir(home, getenv), "config.json") {
-		userLayers = 1
 	}
 	layers = append(append(append([]*Config{}, layers[:userLayers]...), prof...), layers[userLayers:]...)
 
@@ -233,7 +229,6 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 		p.Command.Allow = union(p.Command.Allow, c.Command.Allow)
 		p.Env.Pass = union(p.Env.Pass, c.Env.Pass)
 		p.Env.Set = mergeMap(p.Env.Set, c.Env.Set)
-		p.Extends = union(p.Extends, c.Extends)
 	}
 	p.SecretNames = union(nil, opts.Secrets)
 	if p.Mode != "" {

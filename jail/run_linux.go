@@ -21,16 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ExitError is a failure of jail itself (or of starting the command) that
-// carries the exit code jail should end with.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
-
 // FindBwrap returns the path of bubblewrap.
 func FindBwrap() (string, error) {
 	for _, p := range []string{"/usr/bin/bwrap", "/bin/bwrap"} {

@@ -10,15 +10,6 @@ import (
 	"github.com/jailsh/jail/jail/learn"
 )
 
-// ExitError is a failure of jail itself that carries jail's exit code.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
-
 var errPlatform = fmt.Errorf("%w: this build of jail runs commands on Linux only (%s has no bubblewrap, Landlock or seccomp)", ErrUnsupported, runtime.GOOS)
 
 // LandlockABI is 0: Landlock is a Linux feature.

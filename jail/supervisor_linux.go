@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -311,21 +312,12 @@ func appendCString(dst []byte, mem io.ReaderAt, addr uint64, max int) ([]byte, e
 		if n == 0 && err != nil {
 			return dst[:start], err
 		}
-		if i := indexByte(buf[:n], 0); i >= 0 {
+		if i := bytes.IndexByte(buf[:n], 0); i >= 0 {
 			return dst[:len(dst)+i], nil
 		}
 		dst = dst[:len(dst)+n]
 	}
 	return dst[:start], errTooLong
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // readArgv reads a NULL-terminated array of string pointers.

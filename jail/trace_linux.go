@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"net/netip"
@@ -138,7 +139,7 @@ func parseSockaddr(b []byte) (path, addr string) {
 		if p[0] == 0 {
 			return "@" + string(p[1:]), ""
 		}
-		if i := indexByte(p, 0); i >= 0 {
+		if i := bytes.IndexByte(p, 0); i >= 0 {
 			p = p[:i]
 		}
 		return string(p), ""

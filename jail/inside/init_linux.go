@@ -21,7 +21,7 @@ import (
 // File descriptors the host hands to init through bubblewrap. Nothing init
 // needs travels in argv or the environment.
 const (
-	fdSpec    = 3 // read: the InitSpec as JSON
+	fdSpec    = 3 // read: the InitSpec (MarshalBinary)
 	fdStatus  = 4 // write: one JSON initStatus line
 	fdControl = 5 // read: signal numbers to forward, one byte each
 	fdStderr  = 6 // the caller's stderr, for the command
@@ -155,8 +155,7 @@ func Main() {
 		}
 		fail(code, fmt.Errorf("%s: %w", spec.Argv[0], err))
 	}
-	msg, _ := json.Marshal(Status{Started: true})
-	status.Write(append(msg, '\n'))
+	status.Write([]byte("{\"started\":true}\n")) // Status{Started: true}, without reflection
 	status.Close()
 
 	control := make(chan syscall.Signal, 8)
@@ -193,13 +192,6 @@ func Main() {
 			}
 		}
 	}
-}
-
-func ExitCode(ws syscall.WaitStatus) int {
-	if ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ws.ExitStatus()
 }
 
 // closeStrayFDs marks every descriptor above 2 close-on-exec, so that

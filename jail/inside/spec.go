@@ -7,6 +7,7 @@ package inside
 import (
 	"encoding/binary"
 	"errors"
+	"syscall"
 )
 
 // InitPath is where jail's init binary is bound, read-only, inside the
@@ -190,4 +191,13 @@ func (s *InitSpec) UnmarshalBinary(b []byte) error {
 		return errSpec
 	}
 	return nil
+}
+
+// ExitCode is the shell's code for a wait status: the exit status, or 128
+// plus the signal that killed the process.
+func ExitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }

@@ -78,8 +78,6 @@ type Facts struct {
 	Exists func(path string) bool
 }
 
-// Request is one entry of the proxy's decision log.
-
 // Report is the result of a learning run.
 type Report struct {
 	Profile    Profile
@@ -468,35 +466,24 @@ const description = "learned by jail --learning; review before merging"
 
 // JSON renders the profile as a jail.json fragment: sorted lists, 2-space
 // indent, trailing newline, empty lists as [].
-func (p Profile) JSON() []byte {
-	type fs struct {
-		AllowRead  []string `json:"allowRead"`
-		AllowWrite []string `json:"allowWrite"`
-	}
-	type network struct {
-		Allow []string `json:"allow"`
-	}
-	doc := struct {
-		Description string  `json:"description"`
-		Filesystem  fs      `json:"filesystem"`
-		Network     network `json:"network"`
-	}{
-		Description: description,
-		Filesystem:  fs{AllowRead: sorted(p.AllowRead), AllowWrite: sorted(p.AllowWrite)},
-		Network:     network{Allow: sorted(p.Domains)},
-	}
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		panic(err) // only strings: cannot fail
-	}
-	return append(b, '\n')
-}
+func (p Profile) JSON() []byte { return render(p, nil) }
 
 // File renders the report as the profile jail --learning writes: the
 // jail.json fragment of Profile.JSON plus a "learned" record of the
 // command, the tracer, the programs run and what was kept denied, which
 // informs the reader and grants nothing.
 func (r Report) File(command, tracer string) []byte {
+	return render(r.Profile, &record{Command: command, Tracer: tracer, Programs: sorted(r.Profile.Programs), KeptDenied: sorted(r.KeptDenied)})
+}
+
+type record struct {
+	Command    string   `json:"command"`
+	Tracer     string   `json:"tracer"`
+	Programs   []string `json:"programs"`
+	KeptDenied []string `json:"keptDenied"`
+}
+
+func render(p Profile, learned *record) []byte {
 	type fs struct {
 		AllowRead  []string `json:"allowRead"`
 		AllowWrite []string `json:"allowWrite"`
@@ -504,23 +491,16 @@ func (r Report) File(command, tracer string) []byte {
 	type network struct {
 		Allow []string `json:"allow"`
 	}
-	type record struct {
-		Command    string   `json:"command"`
-		Tracer     string   `json:"tracer"`
-		Programs   []string `json:"programs"`
-		KeptDenied []string `json:"keptDenied"`
-	}
-	p := r.Profile
 	doc := struct {
 		Description string  `json:"description"`
 		Filesystem  fs      `json:"filesystem"`
 		Network     network `json:"network"`
-		Learned     record  `json:"learned"`
+		Learned     *record `json:"learned,omitempty"`
 	}{
 		Description: description,
 		Filesystem:  fs{AllowRead: sorted(p.AllowRead), AllowWrite: sorted(p.AllowWrite)},
 		Network:     network{Allow: sorted(p.Domains)},
-		Learned:     record{Command: command, Tracer: tracer, Programs: sorted(p.Programs), KeptDenied: sorted(r.KeptDenied)},
+		Learned:     learned,
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
