@@ -81,11 +81,28 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		}
 	}
 	if len(sensitive) > 0 {
-		walkLinked(pol.ProjectRoot, maxWalk, func(path string, key [2]uint64) {
-			if sensitive[key] {
-				f.HardLinks = append(f.HardLinks, path)
+		// Every host tree the jail shows: the project, the allowed paths,
+		// and in learning and watch modes the whole home.
+		roots := map[string]bool{}
+		for _, r := range append(append([]string{pol.ProjectRoot}, pol.AllowRead...), pol.AllowWrite...) {
+			if !HasMeta(r) {
+				roots[r] = true
 			}
-		})
+		}
+		if pol.Mode != "" {
+			roots[home] = true
+		}
+		for r := range roots {
+			if coveredBy(r, roots) {
+				continue
+			}
+			walkLinked(r, maxWalk, func(path string, key [2]uint64) {
+				if sensitive[key] {
+					f.HardLinks = append(f.HardLinks, path)
+				}
+			})
+		}
+		sort.Strings(f.HardLinks)
 		for _, p := range f.HardLinks {
 			f.Paths[p] = statPath(p)
 		}

@@ -18,11 +18,23 @@ func TestLearningViewAttacks(t *testing.T) {
 		if r := s.Jail("--", "true"); r.Code != 0 {
 			t.Fatalf("plain run failed:\n%s", r)
 		}
+		// A second name of the SSH key elsewhere in the (visible) home.
+		if err := os.MkdirAll(filepath.Join(s.Home, "backup"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(filepath.Join(s.Home, ".ssh/id_ed25519"), filepath.Join(s.Home, "backup/key")); err != nil {
+			t.Fatal(err)
+		}
+		s.chownUp(filepath.Join(s.Home, "backup/key"))
 		for _, mode := range []string{"--learning", "--watch"} {
 			t.Run(strings.TrimPrefix(mode, "--"), func(t *testing.T) {
 				before := homeSnapshot(t, s.Home)
 				script := `
-cat ~/.ssh/id_ed25519 ~/.ssh/id_rsa ~/.aws/credentials 2>/dev/null
+cat ~/.ssh/id_ed25519 ~/.ssh/id_rsa ~/.aws/credentials ~/backup/key 2>/dev/null
+cat /proc/1/root$HOME/.ssh/id_ed25519 /proc/self/root$HOME/backup/key 2>/dev/null
+cat ~/.config/jail/ca/* ~/.local/state/jail/* 2>/dev/null
+echo hook >> .git/hooks/pre-commit 2>/dev/null && echo "wrote-hook"
+echo "secret=$MY_API_KEY"
 echo "home-notes=$(cat ~/notes.txt)"
 ls -A /run/jail/home 2>/dev/null; cat /run/jail/home/.ssh/id_ed25519 2>/dev/null
 ls -A /run/jail/overlay 2>/dev/null
@@ -40,11 +52,21 @@ print("mount-tmpfs", libc.mount(b"tmpfs", os.path.expanduser("~/.ssh").encode(),
 EOF
 echo overwritten > ~/notes.txt; echo new > ~/dropped; rm -f ~/.bashrc
 echo done`
+				const apiKey = "sk-REAL-LEARNING-0123456789abcdef"
+				env := s.Env
+				s.Env = append(s.Env, "MY_API_KEY="+apiKey)
 				r := s.Jail(mode, "--", "bash", "-c", script)
+				s.Env = env
 				if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
 					t.Fatalf("the attack script did not run through:\n%s", r)
 				}
-				noSecret(t, r, "jailed "+mode+" run", SSHKeySecret, AWSSecret)
+				noSecret(t, r, "jailed "+mode+" run", SSHKeySecret, AWSSecret, apiKey, "PRIVATE KEY", `"session":`)
+				if !strings.Contains(r.Stdout, "secret=jail-secret-MY_API_KEY-") {
+					t.Errorf("the secret variable is not a placeholder in %s mode:\n%s", mode, r.Stdout)
+				}
+				if strings.Contains(r.Stdout, "wrote-hook") {
+					t.Errorf("%s mode let the command write .git/hooks", mode)
+				}
 				if !strings.Contains(r.Stdout, "home-notes=host file in home") {
 					t.Errorf("the real home is not visible in %s mode (want ~/notes.txt):\n%s", mode, r)
 				}
@@ -68,6 +90,12 @@ echo done`
 					t.Errorf("a file written in %s mode reached the disk", mode)
 				}
 			})
+		}
+		// The same second name under a path a plain run allows.
+		r := s.Jail("--allow-read", "~/backup", "--", "sh", "-c", "cat ~/backup/key; ls ~/backup")
+		noSecret(t, r, "--allow-read ~/backup", SSHKeySecret)
+		if !strings.Contains(r.Stdout, "key") {
+			t.Errorf("control: ~/backup is not visible with --allow-read:\n%s", r)
 		}
 	})
 }
