@@ -3,6 +3,8 @@ package jail
 import (
 	"sort"
 	"strings"
+
+	"github.com/jailsh/jail/proxy"
 )
 
 // secretNames are well-known variables that hold credentials.
@@ -55,7 +57,7 @@ func LooksSecret(name, value string) bool {
 
 // Placeholder is the value a secret variable has inside the jail.
 func Placeholder(name, suffix string) string {
-	return "jail-secret-" + name + "-" + suffix
+	return proxy.PlaceholderPrefix + name + "-" + suffix
 }
 
 // EnvPlan is the jailed command's environment and what was masked.

@@ -49,12 +49,10 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 	}
 	ns := &netSession{dir: n.SessionDir}
 	if rc := ResolvConf(n.SessionDir); !fileExists(rc) {
-		tmp := rc + ".tmp" + strconv.Itoa(os.Getpid())
-		if err := os.WriteFile(tmp, []byte("# jail: no resolver here; names are resolved by the proxy\nnameserver 127.0.0.1\noptions attempts:1 timeout:1\n"), 0o644); err != nil {
+		if err := proxy.WriteFileAtomic(rc, []byte("# jail: no resolver here; names are resolved by the proxy\nnameserver 127.0.0.1\noptions attempts:1 timeout:1\n"), 0o644); err != nil {
 			ns.close()
 			return nil, fmt.Errorf("writing resolv.conf: %w", err)
 		}
-		os.Rename(tmp, rc)
 	}
 	if !fileExists(filepath.Join(n.CADir, "ca.pem")) {
 		ca, err := proxy.LoadOrCreateCA(n.CADir) // the first run makes the CA
@@ -202,12 +200,7 @@ func ensureBundle(path, caPath string) error {
 		buf = append(b, '\n')
 	}
 	buf = append(buf, caPEM...)
-	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, buf, 0o644); err != nil {
-		return fmt.Errorf("writing the CA bundle: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := proxy.WriteFileAtomic(path, buf, 0o644); err != nil {
 		return fmt.Errorf("writing the CA bundle: %w", err)
 	}
 	return nil

@@ -22,11 +22,10 @@ import (
 
 // CA is the per-user certificate authority that signs the leaf
 // certificates of intercepted hosts. Its key never enters the jail; the
-// jailed process trusts CertPEM through a CA bundle.
+// jailed process trusts Cert through a CA bundle.
 type CA struct {
-	Cert    *x509.Certificate
-	Key     crypto.Signer
-	CertPEM []byte
+	Cert *x509.Certificate
+	Key  crypto.Signer
 }
 
 const (
@@ -93,7 +92,7 @@ func loadCA(dir string) (*CA, error) {
 	if !ok || pair.Leaf == nil || !pair.Leaf.IsCA {
 		return nil, fmt.Errorf("loading CA from %q: not a CA certificate and signing key (remove %s and %s to create a new CA)", dir, caCertFile, caKeyFile)
 	}
-	return &CA{Cert: pair.Leaf, Key: signer, CertPEM: certPEM}, nil
+	return &CA{Cert: pair.Leaf, Key: signer}, nil
 }
 
 func newCA() (certPEM, keyPEM []byte, err error) {

@@ -10,9 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // wireCommands are the command.deny rules (Config.DenyCommands) that the
@@ -131,13 +129,8 @@ func publishRequest(req *http.Request) (string, error) {
 		}
 		return "", nil
 	}
-	var buf bytes.Buffer
-	if req.ContentLength > 0 {
-		buf.Grow(int(min(req.ContentLength, maxPublishBody+1)) + bytes.MinRead)
-	}
 	orig := req.Body
-	_, err := buf.ReadFrom(io.LimitReader(orig, maxPublishBody+1))
-	b := buf.Bytes()
+	b, err := readUpTo(orig, req.ContentLength, maxPublishBody)
 	if err != nil {
 		return "", err
 	}
@@ -253,9 +246,7 @@ func (s *Server) sshHello(c net.Conn, br *bufio.Reader) bool {
 	if b, _ := br.Peek(br.Buffered()); len(b) > 0 && b[0] != 'S' {
 		return false
 	}
-	c.SetReadDeadline(time.Now().Add(s.sniff))
-	b, _ := br.Peek(4)
-	c.SetReadDeadline(time.Time{})
+	b, _ := peekWithin(c, br, 4, sniffTimeout)
 	return string(b) == "SSH-"
 }
 
@@ -275,7 +266,7 @@ func (s *Server) refuseSSH(c net.Conn, br *bufio.Reader, t *target, e Entry) boo
 // the client why: an SSH client shows or logs lines that come before the
 // server's identification string.
 func (s *Server) denySSH(c net.Conn, t *target, e Entry) {
-	hp := net.JoinHostPort(t.host, strconv.Itoa(t.port))
+	hp := t.addr()
 	e.Verdict, e.Rule = verdictDeny, "command.deny "+s.cmds.gitPush
 	e.Reason = fmt.Sprintf("ssh to port %d while git push is denied", t.port)
 	s.record(e)
@@ -294,10 +285,8 @@ func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *ta
 		return up, false
 	}
 	ur := bufio.NewReader(up)
-	up.SetReadDeadline(time.Now().Add(s.sniff))
-	b, _ := ur.Peek(4)
-	up.SetReadDeadline(time.Time{})
-	rc := &replayConn{Conn: up, r: ur}
+	b, _ := peekWithin(up, ur, 4, sniffTimeout)
+	rc := &upstreamConn{Conn: up, r: ur}
 	if string(b) != "SSH-" {
 		return rc, false
 	}
@@ -306,29 +295,11 @@ func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *ta
 		return rc, false
 	}
 	io.WriteString(c, banner)
-	c.SetReadDeadline(time.Now().Add(dialTimeout))
-	first, _ := br.Peek(4)
-	c.SetReadDeadline(time.Time{})
+	first, _ := peekWithin(c, br, 4, dialTimeout)
 	if string(first) != "SSH-" {
 		return rc, false
 	}
 	up.Close()
 	s.denySSH(c, t, e)
 	return rc, true
-}
-
-// replayConn is a connection whose first bytes were already read into r.
-type replayConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// CloseWrite half-closes the underlying connection when it can.
-func (c *replayConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.Conn.Close()
 }

@@ -225,17 +225,13 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	if t == nil {
 		var r *refusal
 		if t, r = s.check(s.ctx, host, port, false); r != nil {
-			status := http.StatusForbidden
-			if r.verdict == verdictError {
-				status = http.StatusBadGateway
-			}
-			return refuse(status, r, host)
+			return refuse(r.status(), r, host)
 		}
-	} else if !sameAuthority(reqAuthority, net.JoinHostPort(t.host, strconv.Itoa(t.port)), scheme) {
+	} else if !sameAuthority(reqAuthority, t.addr(), scheme) {
 		return refuse(http.StatusForbidden, &refusal{verdict: verdictDeny, rule: t.rule, reason: "host header mismatch",
-			hint: fmt.Sprintf("the tunnel was opened to %s", net.JoinHostPort(t.host, strconv.Itoa(t.port)))}, host)
+			hint: fmt.Sprintf("the tunnel was opened to %s", t.addr())}, host)
 	}
-	e.Host, e.Rule = t.host, t.rule
+	e.Host, e.Rule = t.norm.name, t.rule
 	if s.cmds.gitPush != "" && gitPushRequest(req) {
 		return s.refuseCommand(bw, e, "git push", s.cmds.gitPush, "git push over smart HTTP")
 	}
@@ -246,7 +242,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	if s.secrets != nil {
 		inj = s.secrets.begin(t.norm, t.port)
 		if !inj.request(req) {
-			return s.refuseSecret(bw, e, inj.refused(), t.host)
+			return s.refuseSecret(bw, e, inj.refused(), t.norm.name)
 		}
 	}
 
@@ -286,7 +282,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	}})
 	body := &countingBody{rc: req.Body, closed: make(chan struct{})}
 	out := req.WithContext(ctx)
-	out.URL = &url.URL{Scheme: scheme, Host: net.JoinHostPort(t.host, strconv.Itoa(port)),
+	out.URL = &url.URL{Scheme: scheme, Host: t.addr(),
 		Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 	out.RequestURI = ""
 	out.Close = false
@@ -305,7 +301,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 				return false
 			}
 			if !ok {
-				return s.refuseSecret(bw, e, inj.refused(), t.host)
+				return s.refuseSecret(bw, e, inj.refused(), t.norm.name)
 			}
 		}
 	}
@@ -322,7 +318,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			if err == nil {
 				resp.Body.Close()
 			}
-			return s.refuseSecret(bw, e, r, t.host)
+			return s.refuseSecret(bw, e, r, t.norm.name)
 		}
 	}
 	if err != nil {
@@ -399,7 +395,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	if inj != nil {
 		if r := inj.refused(); r != nil {
 			// Found in a body that streamed on after the response began.
-			e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+r.s.name, r.reason(t.host)
+			e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+r.s.name, r.reason(t.norm.name)
 			keep = false
 		} else {
 			e.Injected = inj.names()
@@ -413,7 +409,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 func (s *Server) refuseSecret(bw *bufio.Writer, e Entry, r *secretRefusal, hostName string) bool {
 	e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+r.s.name, r.reason(hostName)
 	s.record(e)
-	writeText(bw, r.status, r.message(hostName))
+	writeText(bw, r.status(), r.message(hostName))
 	return false
 }
 
@@ -500,11 +496,7 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 	e.BytesDown, _ = io.Copy(cl.raw, rw)
 	cl.conn.Close()
 	e.BytesUp = <-done
-	if found != nil {
-		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.name, s.secrets.streamReason(found, "an upgraded connection", e.Host, e.Port)
-		e.DurationMS = float64(time.Since(e.Time).Microseconds()) / 1000
-	}
-	s.record(e)
+	s.recordStream(e, found, "an upgraded connection")
 	return false
 }
 
@@ -615,17 +607,13 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		}
 		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason
 		s.record(e)
-		status := http.StatusForbidden
-		if r.verdict == verdictError {
-			status = http.StatusBadGateway
-		}
-		writeText(bw, status, r.message(host))
+		writeText(bw, r.status(), r.message(host))
 		return
 	}
-	e.Host, e.Rule, e.Verdict = t.host, t.rule, verdictAllow
+	e.Host, e.Rule, e.Verdict = t.norm.name, t.rule, verdictAllow
 	s.open(c, br, t, e, func(err error) error {
 		if err != nil {
-			writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: %v\n", t.host, err))
+			writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: %v\n", t.norm.name, err))
 			return err
 		}
 		_, err = io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
@@ -659,9 +647,7 @@ func (s *Server) open(c net.Conn, br *bufio.Reader, t *target, e Entry, accept f
 	if accept(nil) != nil {
 		return
 	}
-	c.SetReadDeadline(time.Now().Add(s.sniff))
-	first, err := br.Peek(1)
-	c.SetReadDeadline(time.Time{})
+	first, err := peekWithin(c, br, 1, sniffTimeout)
 	var ne net.Error
 	switch {
 	case err == nil && first[0] == tlsRecord:
@@ -714,11 +700,26 @@ func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, e Entry) {
 	defer s.untrack(up)
 	var found *secret
 	e.BytesUp, e.BytesDown = relay(c, s.secrets.scanStream(br, &found), up)
+	s.recordStream(e, found, "a raw tunnel")
+}
+
+// recordStream logs a raw stream (a tunnel, an upgraded connection) when
+// it has ended: as a denial when the client's bytes carried found's
+// placeholder, which cut it.
+func (s *Server) recordStream(e Entry, found *secret, what string) {
 	if found != nil {
-		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.name, s.secrets.streamReason(found, "a raw tunnel", e.Host, e.Port)
-		e.DurationMS = float64(time.Since(e.Time).Microseconds()) / 1000
+		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.name, s.secrets.streamReason(found, what, e.Host, e.Port)
 	}
 	s.record(e)
+}
+
+// peekWithin peeks at the next n bytes of br, read from c, waiting at most
+// d for them.
+func peekWithin(c net.Conn, br *bufio.Reader, n int, d time.Duration) ([]byte, error) {
+	c.SetReadDeadline(time.Now().Add(d))
+	b, err := br.Peek(n)
+	c.SetReadDeadline(time.Time{})
+	return b, err
 }
 
 // intercept terminates the client's TLS with a certificate for the
@@ -726,7 +727,7 @@ func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, e Entry) {
 // each forwarded upstream over TLS verified as usual.
 func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	cfg := s.mitm.Clone()
-	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.leaf(t.host) }
+	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.leaf(t.norm.name) }
 	cc := &batchConn{Conn: c, r: br}
 	tc := tls.Server(cc, cfg)
 	defer tc.Close()
@@ -825,12 +826,21 @@ func (w tlsWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// upstreamConn is a connection to an upstream server that reads in large
-// chunks, so that a bulk download costs fewer read(2) calls, and tells how
-// much it holds.
+// upstreamConn is a connection to an upstream server read through r: the
+// transport's reads in large chunks, so that a bulk download costs fewer
+// read(2) calls, and tells how much it holds; a raw tunnel's replays the
+// first bytes sshAfterBanner read.
 type upstreamConn struct {
 	net.Conn
 	r *bufio.Reader
 }
 
 func (c *upstreamConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite half-closes the underlying connection when it can.
+func (c *upstreamConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}

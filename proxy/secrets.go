@@ -220,10 +220,20 @@ type injection struct {
 
 // secretRefusal is a request refused because of a secret.
 type secretRefusal struct {
-	s      *secret
-	err    error // errSecretExfil, errSecretTooLarge or errSecretHeader
-	where  string
-	status int
+	s     *secret
+	err   error // errSecretExfil, errSecretTooLarge or errSecretHeader
+	where string
+}
+
+// status is the HTTP status the refused client sees.
+func (r *secretRefusal) status() int {
+	switch r.err {
+	case errSecretTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case errSecretHeader:
+		return http.StatusBadRequest
+	}
+	return http.StatusForbidden
 }
 
 func (ss *secrets) begin(h host, port int) *injection {
@@ -254,14 +264,7 @@ func (in *injection) refuse(k int, err error, where string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.refusal == nil {
-		status := http.StatusForbidden
-		switch err {
-		case errSecretTooLarge:
-			status = http.StatusRequestEntityTooLarge
-		case errSecretHeader:
-			status = http.StatusBadRequest
-		}
-		in.refusal = &secretRefusal{s: in.ss.list[k], err: err, where: where, status: status}
+		in.refusal = &secretRefusal{s: in.ss.list[k], err: err, where: where}
 	}
 	return err
 }
@@ -329,7 +332,7 @@ func (in *injection) header(h http.Header, what string) bool {
 					return false
 				}
 			}
-			if k == "Authorization" || k == "Proxy-Authorization" {
+			if k == "Authorization" { // Proxy-Authorization is never sent on (removeHopByHop)
 				if vs[i], ok = in.basicAuth(vs[i], what, k); !ok {
 					return false
 				}
@@ -437,14 +440,10 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 	}
 	var head []byte
 	if textual && out.ContentLength <= maxSecretBody {
-		var buf bytes.Buffer
-		if out.ContentLength > 0 {
-			buf.Grow(int(out.ContentLength) + bytes.MinRead)
-		}
-		if _, err := buf.ReadFrom(io.LimitReader(body, maxSecretBody+1)); err != nil {
+		b, err := readUpTo(body, out.ContentLength, maxSecretBody)
+		if err != nil {
 			return false, err
 		}
-		b := buf.Bytes()
 		if len(b) <= maxSecretBody {
 			return in.whole(out, body, b, esc)
 		}
@@ -534,6 +533,18 @@ func quotedList(l []string) string {
 		q[i] = fmt.Sprintf("%q", s)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// readUpTo reads r to its end, or to limit+1 bytes when it is longer
+// (more than limit means it did not all fit). size is the length
+// announced, if any (-1 if none), for which room is made at once.
+func readUpTo(r io.Reader, size int64, limit int) ([]byte, error) {
+	var buf bytes.Buffer
+	if size > 0 {
+		buf.Grow(int(min(size, int64(limit)+1)) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(io.LimitReader(r, int64(limit)+1))
+	return buf.Bytes(), err
 }
 
 // readCloser reads from Reader and closes c.

@@ -436,6 +436,45 @@ func TestSecretExfiltration(t *testing.T) {
 	noValues(t, f.e)
 }
 
+// TestSecretHeaderLineBreak checks that a value with a line break is
+// never written into a header field, where it would add fields of its own.
+func TestSecretHeaderLineBreak(t *testing.T) {
+	t.Parallel()
+	const ph, val = "jail-secret-CRLF_KEY-q1", "abc\r\nX-Evil: 1"
+	up := newUpstream(t, nil, nil)
+	e := newEnv(t, Config{
+		Rules:   Rules{Allow: []string{"crlf.test"}, Hosts: map[string]string{"crlf.test": up.addr()}},
+		Secrets: []Secret{{Name: "CRLF_KEY", Placeholder: ph, Value: val, Hosts: []string{"crlf.test"}}},
+	})
+	c := e.client()
+	req, _ := http.NewRequest("GET", "http://crlf.test/header", nil)
+	req.Header.Set("X-Api-Key", ph)
+	resp, body := do(t, c, req)
+	want := "jail: CRLF_KEY cannot be sent in a header: its value contains a line break or NUL\n"
+	if resp.StatusCode != 400 || body != want {
+		t.Errorf("%d %q, want 400 %q", resp.StatusCode, body, want)
+	}
+	got := e.entry(t, func(x Entry) bool { return x.Path == "/header" })
+	if got.Verdict != "deny" || got.Rule != "secret CRLF_KEY" || got.Host != "crlf.test" ||
+		got.Reason != "secret CRLF_KEY cannot be sent in a header (line break or NUL in its value)" || len(got.Injected) != 0 {
+		t.Errorf("log entry %+v", got)
+	}
+	if n := up.hits.Load(); n != 0 {
+		t.Errorf("the upstream received %d requests", n)
+	}
+
+	// The host is bound: in a body, where a line break is harmless, the
+	// value is injected.
+	req, _ = http.NewRequest("POST", "http://crlf.test/body", strings.NewReader("k="+ph))
+	req.Header.Set("Content-Type", "text/plain")
+	if resp, body := do(t, c, req); resp.StatusCode != 200 {
+		t.Errorf("body: %d %q", resp.StatusCode, body)
+	}
+	if s := up.seen(); !strings.HasSuffix(s, "\nk="+val) || strings.Contains(s, "X-Evil: 1\r\n") {
+		t.Errorf("the upstream received %q", s)
+	}
+}
+
 func TestSecretRedaction(t *testing.T) {
 	t.Parallel()
 	f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {

@@ -85,11 +85,6 @@ type Server struct {
 	secrets   *secrets // nil without secrets
 	cmds      wireCommands
 
-	// sniff is how long a CONNECT tunnel waits for the client's first
-	// byte before assuming a protocol in which the server speaks first
-	// and tunnelling raw bytes.
-	sniff time.Duration
-
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
@@ -104,7 +99,8 @@ type Server struct {
 const (
 	dialTimeout    = 10 * time.Second
 	resolveTimeout = 10 * time.Second
-	maxDenied      = 10000 // kept for the summary; later denials are only logged
+	sniffTimeout   = 300 * time.Millisecond // a tunnel client silent this long waits for the server to speak first
+	maxDenied      = 10000                  // kept for the summary; later denials are only logged
 )
 
 // New checks cfg and returns a Server that serves nothing yet.
@@ -133,7 +129,6 @@ func New(cfg Config) (*Server, error) {
 		leafKey:   leafKey,
 		secrets:   sec,
 		cmds:      parseDenyCommands(cfg.DenyCommands),
-		sniff:     300 * time.Millisecond,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
 		leaves:    map[string]*tls.Certificate{},
@@ -287,7 +282,7 @@ func (s *Server) Denied() []Entry {
 // record logs e, stamping the session and the duration since e.Time.
 func (s *Server) record(e Entry) {
 	e.Session = s.session
-	if e.DurationMS == 0 && e.Verdict == verdictAllow {
+	if e.DurationMS == 0 {
 		e.DurationMS = float64(time.Since(e.Time).Microseconds()) / 1000
 	}
 	e.Time = e.Time.UTC()
@@ -306,12 +301,14 @@ func (s *Server) record(e Entry) {
 // target is a connection that was allowed: the name the client asked for
 // and the addresses, checked, that it may be dialled at.
 type target struct {
-	host  string // normalized name or IP literal
-	norm  host
+	norm  host // norm.name: the normalized name or IP literal
 	port  int
 	addrs []string // "ip:port", each checked
 	rule  string
 }
+
+// addr is t's normalized host and its port, as "host:port".
+func (t *target) addr() string { return net.JoinHostPort(t.norm.name, strconv.Itoa(t.port)) }
 
 // refusal is a connection that was not allowed (verdict "deny") or could
 // not be decided (verdict "error": the name does not resolve).
@@ -341,7 +338,7 @@ func (s *Server) check(ctx context.Context, name string, port int, tunnel bool) 
 			return nil, r
 		}
 	}
-	t := &target{host: h.name, norm: h, port: port, rule: d.Rule}
+	t := &target{norm: h, port: port, rule: d.Rule}
 	if addr, ok := s.hosts[h.name]; ok {
 		t.addrs = []string{addr} // explicit consent, even to loopback
 		return t, nil
@@ -379,6 +376,15 @@ func (s *Server) check(ctx context.Context, name string, port int, tunnel bool) 
 	return t, nil
 }
 
+// status is the HTTP status a refused client sees: 502 when the
+// connection could not be decided, 403 when it was denied.
+func (r *refusal) status() int {
+	if r.verdict == verdictError {
+		return http.StatusBadGateway
+	}
+	return http.StatusForbidden
+}
+
 // message is the one-line text a refused client sees.
 func (r *refusal) message(host string) string {
 	if _, ok := normalizeHost(host); !ok {
@@ -411,7 +417,7 @@ type targetKey struct{}
 // target that the request's context carries, which check produced.
 func (s *Server) dialDecided(ctx context.Context, network, addr string) (net.Conn, error) {
 	t, _ := ctx.Value(targetKey{}).(*target)
-	if t == nil || addr != net.JoinHostPort(t.host, strconv.Itoa(t.port)) {
+	if t == nil || addr != t.addr() {
 		return nil, fmt.Errorf("jail: dialling %s without a decision", addr)
 	}
 	c, err := s.dial(ctx, t)

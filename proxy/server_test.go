@@ -36,7 +36,7 @@ func memCA(t testing.TB) *CA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &CA{Cert: pair.Leaf, Key: pair.PrivateKey.(*ecdsa.PrivateKey), CertPEM: certPEM}
+	return &CA{Cert: pair.Leaf, Key: pair.PrivateKey.(*ecdsa.PrivateKey)}
 }
 
 func pool(ca *CA) *x509.CertPool {
@@ -551,6 +551,55 @@ func TestRefusedAddresses(t *testing.T) {
 	}
 	if hits.Load() != 0 {
 		t.Fatalf("the canary on 127.0.0.1 was reached %d times", hits.Load())
+	}
+}
+
+// TestNoDNSRebinding checks that a name is resolved once per connection,
+// by the decision, and that the address checked is the address dialled: a
+// resolver that answers a public address first and loopback afterwards
+// cannot move a plain request or a CONNECT tunnel to the canary.
+func TestNoDNSRebinding(t *testing.T) {
+	t.Parallel()
+	port, hits := canary(t)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	e := newEnv(t, Config{
+		Rules: Rules{Allow: []string{"plain.test", "tunnel.test"}},
+		Resolver: func(ctx context.Context, host string) ([]net.IP, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[host]++
+			if calls[host] == 1 {
+				return []net.IP{net.ParseIP("192.0.2.1")}, nil // TEST-NET-1: public to the checks
+			}
+			return []net.IP{net.ParseIP("127.0.0.1")}, nil
+		},
+	})
+	c := e.client()
+	// Dialling 192.0.2.1 fails at once or hangs, depending on the
+	// network: the answer does not matter, only where the proxy dialled.
+	// A second resolution would come right after the first, before any
+	// dial.
+	c.Timeout = 2 * time.Second
+	p := strconv.Itoa(port)
+	for _, u := range []string{"http://plain.test:" + p + "/rebind", "https://tunnel.test:" + p + "/rebind"} {
+		resp, err := c.Get(u)
+		if err == nil {
+			resp.Body.Close()
+			t.Logf("GET %s: %d", u, resp.StatusCode)
+		} else {
+			t.Logf("GET %s: %v", u, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"plain.test", "tunnel.test"} {
+		if calls[name] != 1 {
+			t.Errorf("%s was resolved %d times, want 1", name, calls[name])
+		}
+	}
+	if hits.Load() != 0 {
+		t.Errorf("the canary on 127.0.0.1 was reached %d times", hits.Load())
 	}
 }
 

@@ -113,7 +113,7 @@ func (s *Server) serveSOCKSConn(c net.Conn) {
 		socksReply(c, code)
 		return
 	}
-	e.Host, e.Rule, e.Verdict = t.host, t.rule, verdictAllow
+	e.Host, e.Rule, e.Verdict = t.norm.name, t.rule, verdictAllow
 	s.open(c, br, t, e, func(err error) error {
 		switch {
 		case errors.Is(err, syscall.ECONNREFUSED):
