@@ -55,10 +55,10 @@ var pushAttacks = []pushAttack{
 	{name: "script file", script: "./push.sh", eperm: true, logArg: "push"},
 	{name: "python subprocess", script: `python3 -c 'import subprocess, sys; sys.exit(subprocess.run(["git", "push"]).returncode)'`, eperm: true, logArg: "push"},
 	{name: "copy of git", script: "rm -f /tmp/g; cp /usr/bin/git /tmp/g && /tmp/g push", eperm: true, logArg: "push"},
-	{name: "hard link of git", script: "rm -f ./g; ln /usr/bin/git ./g && ./g push", eperm: true, logArg: "push", link: true},
-	// The jail cannot link across its mounts (EXDEV), so the hard link is
-	// also made on the host, where /usr/bin and the project may share a
-	// file system: the same inode as git under the name hl-git.
+	// The jail cannot link /usr/bin/git into the project across its mounts
+	// (EXDEV), so the hard link is made on the host, where /usr/bin and the
+	// project may share a file system: the same inode as git under the
+	// name hl-git.
 	{name: "hard link of git made on the host", script: `test -e ./hl-git || { echo "ln: no hard link of /usr/bin/git could be made on the host"; exit 1; }; ./hl-git push`, eperm: true, logArg: "push", link: true},
 }
 
@@ -110,8 +110,7 @@ func checkPushDenied(t *testing.T, s *Sandbox, g *pushRig, a pushAttack) {
 		t.Errorf("exit 0; want the denied exec to fail the command\n%s", r)
 	}
 	if why, failed := linkFailed(r); a.link && failed {
-		t.Logf("note: the hard link could not be made inside the jail (%s): no push happened, but this spelling could not be tried", why)
-		return
+		t.Skipf("the hard link could not be made (%s): no push happened, but this spelling could not be tried here", why)
 	}
 	if a.code != 0 && r.Code != a.code {
 		t.Errorf("exit %d; want %d\n%s", r.Code, a.code, r)
@@ -129,11 +128,10 @@ func checkPushLands(t *testing.T, s *Sandbox, g *pushRig, a pushAttack) {
 	head := g.Head()
 	defer g.Reset()
 	if why, failed := linkFailed(r); a.link && failed {
-		t.Logf("note: the hard link cannot be made inside the jail even without rules (%s); this spelling cannot push in this jail at all", why)
 		if head != g.Base {
 			t.Errorf("the remote moved although the link failed: %s -> %s", g.Base, head)
 		}
-		return
+		t.Skipf("the hard link cannot be made even without rules (%s); this spelling cannot push here at all", why)
 	}
 	if r.Code != 0 || head != g.Local {
 		t.Errorf("control: without command rules %q must push (exit 0, remote main %s -> %s); got exit %d, remote main %s\n%s",

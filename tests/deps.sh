@@ -13,6 +13,7 @@ command -v make >/dev/null 2>&1 || need="$need make"
 if [ "${1:-}" = "--test" ]; then
 	[ -x /usr/bin/python3 ] || need="$need python3"
 	command -v node >/dev/null 2>&1 || need="$need nodejs"
+	command -v npm >/dev/null 2>&1 || need="$need npm" # not part of every distribution's nodejs
 	command -v tmux >/dev/null 2>&1 || need="$need tmux"
 	command -v curl >/dev/null 2>&1 || need="$need curl"
 	command -v socat >/dev/null 2>&1 || need="$need socat"

@@ -369,6 +369,19 @@ func TestNetworkClientsReachAllowedHost(t *testing.T) {
 		}
 		script += "ls -A " + shq(caDir) + " 2>/dev/null\ntrue\n"
 		r2 := s.Sh(script)
+		// Also where the home is visible: made readable, and through the
+		// learning overlay.
+		for _, flags := range [][]string{{"--allow-read", "~"}, {"--learning"}} {
+			r := s.Jail(append(flags, "--", "sh", "-c", script)...)
+			if r.Code != 0 || !strings.Contains(r.Stdout, "bundle-readable") {
+				t.Errorf("control (%v): the CA bundle is not readable inside:\n%s", flags, r)
+			}
+			for _, l := range lines(r.Stdout) {
+				if strings.HasPrefix(l, "readable: ") || (l != "bundle-readable" && !strings.HasPrefix(l, "session=")) {
+					t.Errorf("jail's CA or log is visible inside the jail (%v): %q", flags, l)
+				}
+			}
+		}
 		if r2.Code != 0 || !strings.Contains(r2.Stdout, "bundle-readable") {
 			t.Errorf("control: the CA bundle is not readable inside:\n%s", r2)
 		}

@@ -145,9 +145,6 @@ func TestSecretsNeverInside(t *testing.T) {
 		if a, b := placeholders["MY_API_KEY"], placeholders["LONELY_TOKEN"]; a != "" && a == b {
 			t.Errorf("two secrets share the placeholder %q", a)
 		}
-		if init := section(r.Stdout, "init-environ"); strings.Contains(init, placeholderPrefix) {
-			t.Logf("/proc/1/environ inside carries placeholders (no real values): %q", init)
-		}
 
 		// .env files: the secret value is a placeholder, every other line is
 		// as written.
@@ -643,9 +640,6 @@ func TestSecretsPlan(t *testing.T) {
 			t.Fatalf("jail plan failed:\n%s", r)
 		}
 		g.noReal(t, "jail plan", r.Stdout+r.Stderr)
-		if strings.Contains(r.Stdout, placeholderPrefix) {
-			t.Logf("jail plan prints placeholder values; harmless, but the plan is meant to show names")
-		}
 		line := func(name string) string {
 			for _, l := range lines(r.Stdout) {
 				if strings.Contains(l, name) && strings.Contains(l, "->") {

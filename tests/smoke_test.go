@@ -1,15 +1,15 @@
 package tests
 
 import (
-	"strings"
+	"fmt"
 	"testing"
 )
 
 func TestSmoke(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		r := s.MustSh("echo hello; id -u")
-		if !strings.HasPrefix(r.Stdout, "hello\n") {
-			t.Fatalf("unexpected output:\n%s", r)
+		if r.Stdout != fmt.Sprintf("hello\n%d\n", s.R.UID) {
+			t.Fatalf("want hello and the runner's uid %d (the jail maps it to itself):\n%s", s.R.UID, r)
 		}
 	})
 }

@@ -56,9 +56,16 @@ func TestUntrustedWideningRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Sh(`mkdir -p ~/.config/jail; echo '{}' > ~/.config/jail/trusted.json; true`)
-		if after, _ := os.ReadFile(record); string(after) != string(before) {
-			t.Fatalf("the jailed command changed the trust record:\n%s", after)
+		// By default the home is a throwaway; with the home writable, and
+		// in learning mode (the real home through an overlay), it is not.
+		for _, flags := range [][]string{nil, {"--allow-write", "~"}, {"--learning"}} {
+			r := s.Jail(append(flags, "--", "sh", "-c", `mkdir -p ~/.config/jail; echo '{}' > ~/.config/jail/trusted.json; rm -f ~/.config/jail/trusted.json; true`)...)
+			if r.Code != 0 {
+				t.Fatalf("the attempt did not run (flags %v):\n%s", flags, r)
+			}
+			if after, _ := os.ReadFile(record); string(after) != string(before) {
+				t.Fatalf("the jailed command (flags %v) changed the trust record:\n%s\n%s", flags, after, r)
+			}
 		}
 	})
 }
