@@ -114,6 +114,22 @@ func installAgents(dir string) error {
 	return os.Rename(tmp, dir)
 }
 
+// forEachAgent runs f, in parallel, for every agent CLI and every runner,
+// each with a fresh sandbox; cache is the agents' install (installedAgents).
+func forEachAgent(t *testing.T, f func(t *testing.T, s *Sandbox, a agent, cache string)) {
+	t.Parallel()
+	cache := installedAgents(t)
+	for _, a := range agents {
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			forEachRunner(t, func(t *testing.T, s *Sandbox) {
+				t.Parallel()
+				f(t, s, a, cache)
+			})
+		})
+	}
+}
+
 // runAgent runs jail ARGS with a timeout; a run that times out fails the
 // test.
 func runAgent(t *testing.T, s *Sandbox, args ...string) Result {

@@ -388,10 +388,6 @@ func namesBinding(text, name string) bool {
 	return strings.Contains(text, name) && (strings.Contains(text, "secrets.env") || strings.Contains(text, `"secrets"`))
 }
 
-// claudeCodeCache is where the Claude Code CLI is installed from the npm
-// registry, once, and kept between runs.
-func claudeCodeCache(t *testing.T) string { return testCache(t, "claude-code") }
-
 var (
 	claudeOnce sync.Once
 	claudeArgv []string // how to run it: the native binary, or node and a script
@@ -399,55 +395,18 @@ var (
 	claudeErr  error
 )
 
-// claudeCode installs @anthropic-ai/claude-code into claudeCodeCache (skipped
-// when a working install is there) and returns the command that runs it
-// and the cache directory, which the jail must be allowed to read.
+// claudeCode returns the command that runs Claude Code from the agents'
+// install (installedAgents: one npm install for every agent CLI the tests
+// use) and that directory, which the jail must be allowed to read.
 func claudeCode(t *testing.T) (argv []string, dir string) {
 	t.Helper()
-	dir = claudeCodeCache(t)
-	claudeOnce.Do(func() { claudeArgv, claudeVer, claudeErr = installClaudeCode(dir) })
+	dir = installedAgents(t)
+	claudeOnce.Do(func() { claudeArgv, claudeVer, claudeErr = findClaudeCode(dir) })
 	if claudeErr != nil {
-		t.Fatalf("installing Claude Code from the npm registry into %s: %v", dir, claudeErr)
+		t.Fatalf("Claude Code in %s: %v", dir, claudeErr)
 	}
 	t.Logf("Claude Code %s: %v", claudeVer, claudeArgv)
 	return claudeArgv, dir
-}
-
-func installClaudeCode(dir string) ([]string, string, error) {
-	if argv, ver, err := findClaudeCode(dir); err == nil {
-		return argv, ver, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, "", err
-	}
-	os.Chmod(filepath.Dir(dir), 0o755)
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "claude-code-install-")
-	if err != nil {
-		return nil, "", err
-	}
-	defer os.RemoveAll(tmp)
-	os.Chmod(tmp, 0o755)
-	cmd := exec.Command(sandboxLookPath("npm"), "install", "--prefix", tmp, "--no-audit", "--no-fund", "--loglevel=error", "@anthropic-ai/claude-code")
-	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
-	cmd.Dir = tmp
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Minute):
-		cmd.Process.Kill()
-		<-done
-		return nil, "", fmt.Errorf("npm install did not finish in 10 minutes:\n%s", out)
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("npm install @anthropic-ai/claude-code: %v\n%s", err, out)
-	}
-	os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
-		return nil, "", err
-	}
-	return findClaudeCode(dir)
 }
 
 // findClaudeCode returns the first way of running the install in dir that
