@@ -219,12 +219,6 @@ const maxEnvFile = 1 << 20
 // returns every secret the proxy may inject: the environment's (read here,
 // in the host process, never in the plan) and the .env files'.
 func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, error) {
-	hostsFor := func(name string) []string {
-		if h, ok := plan.SecretEnv[name]; ok {
-			return h
-		}
-		return providerHosts[name]
-	}
 	var secrets []proxy.Secret
 	envValue := map[string]string{}
 	for _, b := range plan.Secrets {
@@ -267,7 +261,7 @@ func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, er
 			} else if ok {
 				continue // already a secret from the environment
 			}
-			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: ph, Value: fv.Value, Hosts: hostsFor(fv.Name)})
+			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: ph, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv)})
 		}
 		if err := os.WriteFile(ef.Copy, masked, 0o600); err != nil {
 			return nil, fmt.Errorf("writing the masked copy of %s: %w", ef.Path, err)

@@ -25,19 +25,23 @@ type SecretBinding struct {
 	Hosts []string // empty: nowhere
 }
 
-// Bindings returns where each named secret may be injected: secrets.env
-// from the policy wins over the built-in provider bindings.
+// Bindings returns where each named secret may be injected (secretHosts).
 func Bindings(names []string, pol *Policy) []SecretBinding {
 	var out []SecretBinding
 	for _, n := range union(nil, names) {
-		hosts, ok := pol.Secrets.Env[n]
-		if !ok {
-			hosts = providerHosts[n]
-		}
-		out = append(out, SecretBinding{Name: n, Hosts: hosts})
+		out = append(out, SecretBinding{Name: n, Hosts: secretHosts(n, pol.Secrets.Env)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// secretHosts is where the secret name may be injected: secrets.env from
+// the policy wins over the built-in provider bindings.
+func secretHosts(name string, env map[string][]string) []string {
+	if hosts, ok := env[name]; ok {
+		return hosts
+	}
+	return providerHosts[name]
 }
 
 // defaultSecretFiles are masked when secrets.files names none.
