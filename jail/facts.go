@@ -51,6 +51,10 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 	f.SessionDir = filepath.Join(runtimeDir(), f.Session)
 	paths, patterns := Interest(pol, home)
 	paths = append(paths, f.CADir, f.StateDir)
+	f.HooksPaths = hooksPaths(pol.ProjectRoot, home)
+	for _, h := range f.HooksPaths {
+		paths = append(paths, withParents(strings.TrimSuffix(h, "/"), "/")...)
+	}
 	for _, p := range paths {
 		f.Paths[p] = statPath(p)
 	}
@@ -250,16 +254,12 @@ func HomeDir() (string, error) {
 	return h, nil
 }
 
-// Created returns the delayed-escape paths the command created: protected
-// paths that did not exist when the jail started, so could not be bound
-// read-only. jail warns about them after the command exits.
+// Created returns the delayed-escape paths the command created that no
+// placeholder could hold: new matches of protected globs (a jail.json or
+// a .git in a new directory). jail warns about them after the command
+// exits.
 func Created(p *Plan) []string {
 	var out []string
-	for _, m := range p.Missing {
-		if _, err := os.Lstat(m); err == nil {
-			out = append(out, m)
-		}
-	}
 	existing := map[string]bool{}
 	for _, e := range p.Existing {
 		existing[e] = true

