@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,56 +72,24 @@ func filesystemWidening(c *Config, root, home string) []string {
 }
 
 // escapes says how the absolute pattern pat reaches outside root, "" when
-// it does not. The jail binds a symlink's target, so a path inside the
-// project that is, or passes through, a symlink to elsewhere (one the
-// repository ships) reaches where the link points; a glob reaches wherever
-// the symlinks it matches point.
+// it does not. Lexically inside is not enough: jail acts on host paths, and
+// a symlink the repository ships makes one inside the project name a place
+// outside it (an allowWrite directory that does not exist yet is created
+// on the host through it). For a glob, its fixed leading part must stay
+// inside; its matches inside the project are not bound on their own (the
+// project is bound as a whole), so the walk to find them is not made.
 func escapes(pat, root string) string {
 	if !under(pat, root) {
 		return "outside the project"
 	}
-	realRoot := resolveExisting(root)
-	if !HasMeta(pat) {
-		if r := resolveExisting(pat); !under(r, realRoot) {
-			return "a symlink to " + shown(r) + ", outside the project"
-		}
-		return ""
+	fixed := pat
+	if HasMeta(pat) {
+		fixed = GlobBase(pat)
 	}
-	base := GlobBase(pat)
-	if r := resolveExisting(base); !under(r, realRoot) {
-		return "a symlink to " + shown(r) + ", outside the project"
+	if r := resolveExisting(fixed); !under(r, resolveExisting(root)) {
+		return "through a symlink to " + shown(r) + ", outside the project"
 	}
-	return globEscapes(pat, base, realRoot)
-}
-
-// globEscapes walks base as the jail's fact gathering does (symlinks not
-// followed, .git not entered unless the pattern is inside one) and says
-// which symlink matching pat points outside realRoot. A tree too large to
-// walk whole cannot be vouched for.
-func globEscapes(pat, base, realRoot string) string {
-	why, seen := "", 0
-	inGit := strings.Contains(base+"/", "/.git/")
-	filepath.WalkDir(base, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if seen++; seen > maxWalk {
-			why = "more files under " + shown(base) + " than jail checks for symlinks"
-			return fs.SkipAll
-		}
-		if d.IsDir() && d.Name() == ".git" && path != base && !inGit {
-			return fs.SkipDir
-		}
-		if d.Type()&fs.ModeSymlink == 0 || !MatchPath(pat, path) {
-			return nil
-		}
-		if r, err := filepath.EvalSymlinks(path); err == nil && !under(r, realRoot) {
-			why = "matches " + shown(path) + ", a symlink to " + shown(r) + " outside the project"
-			return fs.SkipAll
-		}
-		return nil
-	})
-	return why
+	return ""
 }
 
 // resolveExisting resolves the symlinks of p's longest existing prefix and

@@ -46,13 +46,13 @@ var trustDecisions = map[string]trustDecision{
 	"filesystem.allowRead": {"widens outside the project, as written or through a symlink; inside, the project is readable anyway", []trustCase{
 		widens("allowRead ~/.aws (outside the project)", func(c *Config, _, _ string) { c.Filesystem.AllowRead = []string{"~/.aws"} }),
 		widens("allowRead ../ (outside the project)", func(c *Config, _, _ string) { c.Filesystem.AllowRead = []string{"../"} }),
-		widens("allowRead home-link (a symlink to", func(c *Config, _, _ string) { c.Filesystem.AllowRead = []string{"home-link"} }),
-		widens("allowRead * (matches", func(c *Config, _, _ string) { c.Filesystem.AllowRead = []string{"*"} }),
-		narrows(func(c *Config, _, _ string) { c.Filesystem.AllowRead = []string{"src", ".", ".env"} }),
+		widens("allowRead home-link (through a symlink to", func(c *Config, _, _ string) { c.Filesystem.AllowRead = []string{"home-link"} }),
+		widens("allowRead home-link/** (through a symlink to", func(c *Config, _, _ string) { c.Filesystem.AllowRead = []string{"home-link/**"} }),
+		narrows(func(c *Config, _, _ string) { c.Filesystem.AllowRead = []string{"src", ".", ".env", "*"} }),
 	}},
 	"filesystem.allowWrite": {"widens outside the project, as written or through a symlink; inside, the project is writable anyway and deny beats allow", []trustCase{
 		widens("allowWrite /tmp/out (outside the project)", func(c *Config, _, _ string) { c.Filesystem.AllowWrite = []string{"/tmp/out"} }),
-		widens("allowWrite home-link/.config/autostart (a symlink to", func(c *Config, _, _ string) {
+		widens("allowWrite home-link/.config/autostart (through a symlink to", func(c *Config, _, _ string) {
 			c.Filesystem.AllowWrite = []string{"home-link/.config/autostart"}
 		}),
 		narrows(func(c *Config, _, _ string) {
