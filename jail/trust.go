@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -22,7 +21,7 @@ import (
 //   - widen: extends; allowRead and allowWrite reaching outside the project,
 //     as written or through a symlink; network.allow, network.hosts,
 //     network.passthrough; network.unknown other than "deny" or "ask";
-//     secrets.env binding a secret to hosts beyond its provider's;
+//     secrets.env binding a secret to any host;
 //     secrets.files whenever written, even []; command.allow; env.pass and
 //     env.set of any name.
 //   - need no trust: denyRead, denyWrite, network.deny, command.deny and
@@ -129,19 +128,15 @@ func networkWidening(n NetworkConfig) []string {
 	return out
 }
 
-// secretsWidening lists secrets bound to more hosts than their provider's
-// and any secrets.files list: it decides which files jail reads and masks.
+// secretsWidening lists secrets bound to hosts and any secrets.files list
+// (it decides which files jail reads and masks). A binding counts even to
+// the secret's own provider: layers' bindings are merged, so it undoes a
+// user's config that sends the secret nowhere.
 func secretsWidening(s SecretsConfig) []string {
 	var out []string
 	for _, n := range sortedKeys(s.Env) {
-		var extra []string
-		for _, h := range s.Env[n] {
-			if !slices.Contains(providerHosts[n], h) {
-				extra = append(extra, h)
-			}
-		}
-		if len(extra) > 0 {
-			out = append(out, fmt.Sprintf("secrets.env %s may be sent to %v", n, extra))
+		if len(s.Env[n]) > 0 {
+			out = append(out, fmt.Sprintf("secrets.env %s may be sent to %v", n, s.Env[n]))
 		}
 	}
 	if s.Files != nil && len(s.Files) == 0 {

@@ -85,13 +85,14 @@ var trustDecisions = map[string]trustDecision{
 	"network.passthrough": {"widens: traffic the proxy does not inspect", []trustCase{
 		widens("network.passthrough api.github.com (not inspected)", func(c *Config, _, _ string) { c.Network.Passthrough = []string{"api.github.com"} }),
 	}},
-	"secrets.env": {"widens when it sends a secret to a host beyond its provider's; bound to no host it only masks", []trustCase{
+	"secrets.env": {"widens when it binds a secret to any host (bindings merge over the user's); bound to no host it only masks", []trustCase{
 		widens("secrets.env GITHUB_TOKEN may be sent to [evil.example]", func(c *Config, _, _ string) {
-			c.Secrets.Env = map[string][]string{"GITHUB_TOKEN": {"github.com", "evil.example"}}
+			c.Secrets.Env = map[string][]string{"GITHUB_TOKEN": {"evil.example"}}
 		}),
-		narrows(func(c *Config, _, _ string) {
-			c.Secrets.Env = map[string][]string{"DB_PASSWORD": {}, "GITHUB_TOKEN": {"github.com"}}
+		widens("secrets.env GITHUB_TOKEN may be sent to [github.com]", func(c *Config, _, _ string) {
+			c.Secrets.Env = map[string][]string{"GITHUB_TOKEN": {"github.com"}}
 		}),
+		narrows(func(c *Config, _, _ string) { c.Secrets.Env = map[string][]string{"DB_PASSWORD": {}} }),
 	}},
 	"secrets.files": {"widens whenever written: the project decides which files jail reads and masks (the .env defaults stay)", []trustCase{
 		widens("secrets.files []", func(c *Config, _, _ string) { c.Secrets.Files = []string{} }),

@@ -155,19 +155,28 @@ func TestWideningSecretsFiles(t *testing.T) {
 	}
 }
 
-// TestWideningSecretsEnvNarrowing: binding a secret to no host, or to its
-// own provider only, sends it nowhere new; binding it to another host does.
+// TestWideningSecretsEnvNarrowing: binding a secret to no host sends it
+// nowhere (it only forces the placeholder); binding it to a host widens,
+// even to its own provider, since bindings merge over a user's config that
+// sends it nowhere.
 func TestWideningSecretsEnvNarrowing(t *testing.T) {
-	c := &Config{Secrets: SecretsConfig{Env: map[string][]string{
-		"MY_DB_PASSWORD": {}, "ANTHROPIC_API_KEY": {"api.anthropic.com"},
-	}}}
+	c := &Config{Secrets: SecretsConfig{Env: map[string][]string{"MY_DB_PASSWORD": {}}}}
 	if w := Widening(c, "/home/u/proj", "/home/u"); len(w) != 0 {
-		t.Errorf("secrets bound to no new host widen: %v", w)
+		t.Errorf("a secret bound to no host widens: %v", w)
 	}
-	c.Secrets.Env["ANTHROPIC_API_KEY"] = []string{"api.anthropic.com", "*.anthropic.com"}
+	c.Secrets.Env["ANTHROPIC_API_KEY"] = []string{"api.anthropic.com"}
 	w := Widening(c, "/home/u/proj", "/home/u")
-	if len(w) != 1 || !strings.Contains(w[0], "ANTHROPIC_API_KEY may be sent to [*.anthropic.com]") {
-		t.Errorf("a secret bound beyond its provider: want one widening naming only the new host, got %v", w)
+	if len(w) != 1 || !strings.Contains(w[0], "ANTHROPIC_API_KEY may be sent to [api.anthropic.com]") {
+		t.Errorf("a secret bound to its provider: want one widening naming it, got %v", w)
+	}
+	// The merge it would undo: the user's config sends the key nowhere.
+	user := &Config{Secrets: SecretsConfig{Env: map[string][]string{"ANTHROPIC_API_KEY": {}}}}
+	pol, err := Resolve([]*Config{user, c}, "/home/u/proj", "/home/u", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hosts := secretHosts("ANTHROPIC_API_KEY", pol.Secrets.Env); len(hosts) == 0 {
+		t.Errorf("the merge no longer undoes the user's binding (%v): this test's premise changed", hosts)
 	}
 }
 
