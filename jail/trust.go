@@ -28,8 +28,9 @@ import (
 //     secrets.env bound to no host narrow; "$schema", description and
 //     learned only inform.
 //
-// "ask" holds each unknown domain until the person at the terminal allows
-// it, and denies without one: nothing passes that the user did not accept.
+// "ask" (which the parser still refuses) would hold each unknown domain
+// until the person at the terminal allows it and deny it without one:
+// nothing would pass that the user did not accept there and then.
 // env.set needs trust for every name because what a variable does is up to
 // the programs that read it, and jail cannot know them all: loader and
 // interpreter options (LD_PRELOAD, NODE_OPTIONS, PYTHONPATH) run the
@@ -140,10 +141,10 @@ func secretsWidening(s SecretsConfig) []string {
 		}
 	}
 	if s.Files != nil && len(s.Files) == 0 {
-		out = append(out, "secrets.files [] (the project changes which files are masked)")
+		out = append(out, "secrets.files [] (the project decides which files are masked; the .env masks stay)")
 	}
 	for _, f := range s.Files {
-		out = append(out, "secrets.files "+shown(f)+" (the project changes which files are masked)")
+		out = append(out, "secrets.files "+shown(f)+" (the project decides which files are masked; the .env masks stay)")
 	}
 	return out
 }
