@@ -67,8 +67,10 @@ type NetworkConfig struct {
 // SecretsConfig binds secret environment variables to hosts and names files
 // whose secret values are masked.
 type SecretsConfig struct {
-	Env   map[string][]string `json:"env,omitempty" noun:"hosts" mapnoun:"lists of hosts"`
-	Files []string            `json:"files,omitempty" noun:"paths"`
+	Env map[string][]string `json:"env,omitempty" noun:"hosts" mapnoun:"lists of hosts"`
+	// Files is nil when the key is absent; a written [] decodes to an
+	// empty non-nil list, so that trust can tell the two apart.
+	Files []string `json:"files,omitempty" noun:"paths"`
 }
 
 // CommandConfig lists command prefixes such as "git push".
@@ -210,7 +212,7 @@ func (d *decoder) decode(n *jsonc.Node, v reflect.Value, name, noun string) erro
 		if n.Kind != jsonc.Array {
 			return d.errAt(n.Start, "%s must be a list of %s, got %s", what, noun, n.Kind)
 		}
-		out := make([]string, 0, len(n.Items))
+		out := make([]string, 0, len(n.Items)) // non-nil even for []: the key was written
 		for _, it := range n.Items {
 			if it.Kind != jsonc.String {
 				return d.errAt(it.Start, "%s must be a list of %s, got %s in the list", what, noun, it.Kind)

@@ -961,16 +961,14 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 }
 
 // secretFiles are the absolute glob patterns of files whose secret values
-// are masked: secrets.files, or .env and .env.* anywhere in the project.
+// are masked: .env and .env.* anywhere in the project, always, and what
+// secrets.files adds. A config can add masks, never remove these.
 func secretFiles(pol *Policy) []string {
-	if len(pol.Secrets.Files) > 0 {
-		return pol.Secrets.Files
-	}
 	var out []string
 	for _, p := range defaultSecretFiles {
 		out = append(out, filepath.Join(pol.ProjectRoot, p))
 	}
-	return out
+	return union(out, pol.Secrets.Files)
 }
 
 // creatableDirs are the literal allowWrite paths strictly below the home

@@ -44,7 +44,7 @@ func secretHosts(name string, env map[string][]string) []string {
 	return providerHosts[name]
 }
 
-// defaultSecretFiles are masked when secrets.files names none.
+// defaultSecretFiles are always masked; secrets.files adds to them.
 var defaultSecretFiles = []string{"**/.env", "**/.env.*"}
 
 // EnvFileValue is one secret found in a .env file.
