@@ -280,7 +280,7 @@ type PathPlaceholder struct {
 
 // EnvFile is a .env file the jail sees as a masked copy.
 type EnvFile struct {
-	Path string // host path, and where the copy is bound inside
+	Path string // host path of the file read (a symlink's target), and where the copy is bound inside
 	Copy string // host path of the masked copy, written before the jail starts
 }
 
@@ -344,7 +344,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	// agent's state directory on first use) are created before the jail
 	// starts, so that what the agent writes there persists as the policy
 	// says; a path that looks like a file is not guessed at.
-	if fresh := creatableDirs(pol.AllowWrite, f); len(fresh) > 0 {
+	if fresh := creatableDirs(pol.AllowWrite, root, f); len(fresh) > 0 {
 		g := *f
 		g.Paths = make(map[string]PathInfo, len(f.Paths)+len(fresh))
 		for k, v := range f.Paths {
@@ -666,17 +666,22 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 	sort.Strings(envFiles)
+	// A .env that is a symlink is masked where its target appears inside
+	// (the link leads there); a target outside every bind dangles.
+	copied := map[string]bool{}
 	for _, ef := range union(nil, envFiles) {
 		in := f.info(ef)
-		if !in.Exists || in.Dir || in.Link != "" || in.Unreadable || maskSet[ef] || coveredBy(ef, maskSet) {
+		if !in.Exists || in.Dir || in.Unreadable {
 			continue
 		}
-		if _, ok := cover(ef); !ok {
+		dest, src, ok := inJail(ef)
+		if !ok || copied[dest] || maskSet[dest] || coveredBy(dest, maskSet) {
 			continue
 		}
+		copied[dest] = true
 		cp := filepath.Join(f.SessionDir, fmt.Sprintf("env-%d", len(p.EnvFiles)))
-		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: ef, Copy: cp})
-		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: ef, Why: "secrets masked"})
+		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: src, Copy: cp})
+		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: dest, Why: "secrets masked"})
 	}
 	return p, nil
 }
@@ -973,11 +978,13 @@ func secretFiles(pol *Policy) []string {
 
 // creatableDirs are the literal allowWrite paths strictly below the home
 // that do not exist and name a directory (no file extension): jail makes
-// them so that writes there persist.
-func creatableDirs(allowWrite []string, f *Facts) []string {
+// them so that writes there persist. Paths in the project are left alone:
+// the project is writable already, and a directory the command made there
+// could be a symlink leading jail to create one elsewhere.
+func creatableDirs(allowWrite []string, root string, f *Facts) []string {
 	var out []string
 	for _, w := range allowWrite {
-		if HasMeta(w) || f.info(w).Exists || w == f.Home || !under(w, f.Home) {
+		if HasMeta(w) || f.info(w).Exists || w == f.Home || !under(w, f.Home) || under(w, root) {
 			continue
 		}
 		base := filepath.Base(w)

@@ -305,3 +305,25 @@ func waitGone(t *testing.T, cmdline string) {
 		return len(out) == 0
 	})
 }
+
+// TestSymlinkedDotenvMasked: a .env that is a symlink to a file elsewhere
+// in the project shows its target masked, through the link and directly.
+func TestSymlinkedDotenvMasked(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.WriteFile(s.Project+"/config/app.settings", "ANTHROPIC_API_KEY="+EnvSecret+"\nPLAIN=hello\n", 0o600)
+		if err := os.Symlink("config/app.settings", s.Project+"/.env"); err != nil {
+			t.Fatal(err)
+		}
+		s.chownUp(s.Project + "/.env")
+		r := s.MustSh("cat .env; cat config/app.settings")
+		if strings.Contains(r.Stdout+r.Stderr, EnvSecret) {
+			t.Errorf("the secret behind a symlinked .env reached the jail:\n%s", r)
+		}
+		if strings.Count(r.Stdout, "PLAIN=hello") != 2 || !strings.Contains(r.Stdout, "ANTHROPIC_API_KEY=jail-secret-") {
+			t.Errorf("want the masked file twice, with a placeholder:\n%s", r)
+		}
+		hostUnchanged(t, s.Project+"/config/app.settings", "ANTHROPIC_API_KEY="+EnvSecret+"\nPLAIN=hello\n")
+	})
+}
