@@ -66,6 +66,7 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		sort.Strings(f.Matches[pat])
 		f.Matches[pat] = union(nil, f.Matches[pat])
 	}
+	statGuardFacts(f, pol.ProjectRoot)
 	// Inodes of denied files with more than one name. A glob such as
 	// ~/.ssh/** matches the directory and everything below it: each tree
 	// is walked once.
@@ -112,6 +113,29 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		}
 	}
 	return f, nil
+}
+
+// statGuardFacts stats what guarding the glob matches needs: the
+// directories above each match, and the hooks, config and info of each
+// nested repository's .git.
+func statGuardFacts(f *Facts, root string) {
+	stat := func(p string) {
+		if _, ok := f.Paths[p]; !ok {
+			f.Paths[p] = statPath(p)
+		}
+	}
+	for _, list := range f.Matches {
+		for _, m := range list {
+			for _, d := range parentsBelow(m, root) {
+				stat(d)
+			}
+		}
+	}
+	for _, g := range f.Matches[filepath.Join(root, nestedGit)] {
+		for _, c := range []string{"hooks", "config", "info"} {
+			stat(filepath.Join(g, c))
+		}
+	}
 }
 
 // statPath describes one host path without following a final symlink.

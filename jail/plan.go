@@ -503,7 +503,6 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 
 	// Read-only re-binds: denyWrite and the delayed-escape paths.
 	var roPaths, pins []string
-	placed := map[string]bool{}
 	var protectedLiteral []string
 	for _, rel := range projectProtected {
 		protectedLiteral = append(protectedLiteral, joinRel(root, rel))
@@ -559,22 +558,24 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			pins = append(pins, parentsBelow(path, b.dest)...)
 			continue
 		}
-		// Missing: a placeholder, and any missing parents, on the host
-		// while the jail runs, so that it can be bound read-only.
+		// Missing: a placeholder on the host while the jail runs, bound
+		// read-only. When a directory on the way is missing too, that
+		// directory is the placeholder (.claude for .claude/settings.json):
+		// one inode instead of several, and nothing new inside it.
 		for _, d := range parentsBelow(path, b.dest) {
-			if !f.info(d).Exists && !placed[d] {
-				placed[d] = true
-				p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, d), Dir: true})
+			if !f.info(d).Exists {
+				path, dir = d, true
+				break
 			}
-			pins = append(pins, d)
 		}
+		held[path] = true
 		ph := PathPlaceholder{Path: hostOf(b, path), Dir: dir}
-		if strings.HasSuffix(path, ".json") || strings.HasSuffix(path, ".jsonc") {
+		if !dir && (strings.HasSuffix(path, ".json") || strings.HasSuffix(path, ".jsonc")) {
 			ph.Content = "{}\n"
 		}
-		placed[path] = true
 		p.Placeholders = append(p.Placeholders, ph)
 		protect = append(protect, Op{Kind: "ro-bind", Src: ph.Path, Dest: path, Why: "read-only; a placeholder on the host while the jail runs"})
+		pins = append(pins, parentsBelow(path, b.dest)...)
 	}
 	roPaths = append(roPaths, expand(pol.DenyWrite)...)
 	roSet := map[string]bool{}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -21,15 +20,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FindBwrap returns the path of bubblewrap.
+// FindBwrap returns the path of bubblewrap. Only the system's own
+// directories are searched, never PATH: a PATH entry can lie in the
+// project, and jail runs bubblewrap on the host.
 func FindBwrap() (string, error) {
-	for _, p := range []string{"/usr/bin/bwrap", "/bin/bwrap"} {
+	for _, p := range []string{"/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"} {
 		if unix.Access(p, unix.X_OK) == nil {
 			return p, nil
 		}
-	}
-	if p, err := exec.LookPath("bwrap"); err == nil {
-		return p, nil
 	}
 	return "", fmt.Errorf("%w: bubblewrap (bwrap) is not installed; install it with: sudo apt-get install bubblewrap", ErrUnsupported)
 }
