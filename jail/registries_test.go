@@ -490,3 +490,34 @@ func TestHostOf(t *testing.T) {
 		}
 	}
 }
+
+// FuzzToolchainFormats: the hand parsers take any bytes a cloned project
+// may hold without panicking, and every host they yield is one hostOf
+// accepts.
+func FuzzToolchainFormats(f *testing.F) {
+	for _, name := range []string{"project/.npmrc", "project/uv.toml", "project/pyproject.toml", "project/bunfig.toml", "project/.yarnrc.yml", "project/.cargo/config.toml", "go.env"} {
+		b, err := os.ReadFile(filepath.Join("testdata/toolchains", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("a = [\"x\", { b = '''\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var all []confEntry
+		all = append(all, parseIni(data, true)...)
+		all = append(all, parseIni(data, false)...)
+		all = append(all, parseTOML(data)...)
+		all = append(all, parseYAML(data)...)
+		for k, v := range parseEnvFile(data) {
+			all = append(all, confEntry{[]string{k}, v})
+		}
+		for _, e := range all {
+			if h := hostOf(e.value); h != "" && localAddress(h) == "" {
+				if _, port := splitHost(h); port < 1 || port > 65535 {
+					t.Errorf("hostOf(%q) = %q: a port out of range passes as a host", e.value, h)
+				}
+			}
+		}
+	})
+}
