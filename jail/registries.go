@@ -73,7 +73,9 @@ func toolchainOf(argv []string) string {
 // never a host name written into jail, and nothing executed.
 func ReadRegistries(argv []string, project, cwd, home string, getenv func(string) string) *Registries {
 	r := newRegReader(project, cwd, home, getenv)
-	r.read(toolchainOf(argv), filepath.Base(argv[0]))
+	if len(argv) > 0 {
+		r.read(toolchainOf(argv), filepath.Base(argv[0]))
+	}
 	return r.out
 }
 
