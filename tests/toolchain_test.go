@@ -261,3 +261,37 @@ func TestToolchainProjectRegistryNeedsTrust(t *testing.T) {
 		}
 	})
 }
+
+// TestToolchainTrustPrompt: on a terminal, an untrusted project .npmrc
+// registry is asked about once, naming the file and the host: "n" runs
+// nothing, "y" records trust and runs, and the next run asks nothing.
+func TestToolchainTrustPrompt(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		s.NoAutoTrust = true
+		s.WriteFile(s.Project+"/.npmrc", "registry=https://registry.example.test/\n", 0o644)
+		ran := s.Project + "/ran"
+		node := `node -e "require('fs').writeFileSync('ran', '')"`
+		tm := NewTerm(t, s)
+
+		tm.Type(tm.Jail("-- "+node+"; echo rc-n=$?"))
+		tm.WaitLine(`\s*\.npmrc registry registry\.example\.test \(project toolchain config\)`)
+		tm.WaitLine(`Trust this file as it is now\? \[y/N\]`)
+		tm.Type("n")
+		tm.WaitLine(`rc-n=125`)
+		hostAbsent(t, ran)
+
+		tm.Type(tm.Jail("-- "+node+"; echo rc-y=$?"))
+		tm.WaitLine(`Trust this file as it is now\? \[y/N\]`)
+		tm.Type("y")
+		tm.WaitLine(`rc-y=0`)
+		if _, err := os.Stat(ran); err != nil {
+			t.Fatalf("after answering y the command did not run")
+		}
+		if rec := hostFile(t, s.Home+"/.config/jail/trusted.json"); !strings.Contains(rec, s.Project+"/.npmrc") {
+			t.Fatalf("answering y did not record the .npmrc:\n%s", rec)
+		}
+		if r := s.Jail("plan", "--", "npm", "ping"); strings.Contains(r.Stdout, "untrusted") {
+			t.Errorf("after answering y the plan still calls the .npmrc untrusted:\n%s", r.Stdout)
+		}
+	})
+}
