@@ -273,14 +273,14 @@ func TestToolchainTrustPrompt(t *testing.T) {
 		node := `node -e "require('fs').writeFileSync('ran', '')"`
 		tm := NewTerm(t, s)
 
-		tm.Type(tm.Jail("-- "+node+"; echo rc-n=$?"))
+		tm.Type(tm.Jail("-- " + node + "; echo rc-n=$?"))
 		tm.WaitLine(`\s*\.npmrc registry registry\.example\.test \(project toolchain config\)`)
 		tm.WaitLine(`Trust this file as it is now\? \[y/N\]`)
 		tm.Type("n")
 		tm.WaitLine(`rc-n=125`)
 		hostAbsent(t, ran)
 
-		tm.Type(tm.Jail("-- "+node+"; echo rc-y=$?"))
+		tm.Type(tm.Jail("-- " + node + "; echo rc-y=$?"))
 		tm.WaitLine(`Trust this file as it is now\? \[y/N\]`)
 		tm.Type("y")
 		tm.WaitLine(`rc-y=0`)
