@@ -14,7 +14,7 @@ import (
 // commandProfiles maps the names commands are run by to the profile that
 // applies automatically ("jail -- claude" uses claude).
 var commandProfiles = map[string]string{
-	"npm": "node", "npx": "node", "node": "node", "pnpm": "node", "yarn": "node", "bun": "node", "corepack": "node",
+	"npm": "node", "npx": "node", "node": "node", "pnpm": "node", "yarn": "node", "bun": "node", "bunx": "node", "pnpx": "node", "corepack": "node",
 	"python": "python", "python3": "python", "pip": "python", "pip3": "python", "uv": "python", "uvx": "python", "pipx": "python",
 	"go": "go", "cargo": "rust", "rustc": "rust", "rustup": "rust",
 	"java": "java", "javac": "java", "mvn": "java", "gradle": "java",

@@ -115,15 +115,3 @@ func TestLoadLayersProfiles(t *testing.T) {
 		t.Errorf("user profile go: allowRead %v", p.AllowRead)
 	}
 }
-
-func TestPythonRegistries(t *testing.T) {
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, ".config", "pip"), 0o755)
-	os.WriteFile(filepath.Join(dir, ".config", "pip", "pip.conf"), []byte("[global]\nindex-url = https://mirror.corp.test/simple\nextra-index-url = https://extra.corp.test/simple\n"), 0o644)
-	env := map[string]string{"PIP_EXTRA_INDEX_URL": "https://more.corp.test:8443/simple"}
-	got := hostsOf(pythonRegistries(dir, filepath.Join(dir, "cache"), func(k string) string { return env[k] }))
-	want := "more.corp.test:8443 mirror.corp.test extra.corp.test"
-	if strings.Join(got, " ") != want {
-		t.Errorf("python registries %v, want %s", got, want)
-	}
-}

@@ -143,7 +143,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "untrusted   %s widens the jail: %s (run jail trust to accept)\n", untrusted.path, strings.Join(untrusted.widening, "; "))
 		} else if !askTrust(untrusted, stderr) {
 			fmt.Fprintf(stderr, "jail: %s widens the jail (%s); review it, then run `jail trust %s` to accept it\n",
-				untrusted.path, strings.Join(untrusted.widening, "; "), filepath.Dir(untrusted.path))
+				untrusted.path, strings.Join(untrusted.widening, "; "), untrusted.dir)
 			return 125
 		}
 	}
@@ -179,12 +179,24 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	return code
 }
 
-// untrustedConfig is a project jail.json that widens the jail and has not
-// been trusted as it is now.
+// untrustedConfig is what of the project widens the jail and has not been
+// trusted as it is now: its jail.json, toolchain files naming registries.
 type untrustedConfig struct {
-	path, hash string // hash: of the content that was parsed and shown
-	widening   []string
-	home       string
+	path     string               // the files, as shown
+	dir      string               // where `jail trust` covers them all
+	files    []jail.ToolchainFile // each with the hash of the content parsed and shown
+	widening []string
+	home     string
+}
+
+// add adds a file and what it widens.
+func (u *untrustedConfig) add(path, hash string, widening []string) {
+	if u.path != "" {
+		u.path += ", "
+	}
+	u.path += path
+	u.files = append(u.files, jail.ToolchainFile{Path: path, Hash: hash})
+	u.widening = append(u.widening, widening...)
 }
 
 // askTrust asks once on a terminal whether to trust a widening project
@@ -203,9 +215,11 @@ func askTrust(u *untrustedConfig, stderr io.Writer) bool {
 	if answer != "y" && answer != "Y" && answer != "yes" {
 		return false
 	}
-	if err := jail.Trust(u.path, u.hash, u.home, os.Getenv); err != nil {
-		fmt.Fprintf(stderr, "jail: recording trust: %v\n", err)
-		return false
+	for _, f := range u.files {
+		if err := jail.Trust(f.Path, f.Hash, u.home, os.Getenv); err != nil {
+			fmt.Fprintf(stderr, "jail: recording trust: %v\n", err)
+			return false
+		}
 	}
 	return true
 }
@@ -241,7 +255,7 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 	info := &planInfo{home: home, root: root}
 	// A project jail.json may come from a stranger: what it widens needs
 	// the user's trust (SPEC §2.4).
-	var untrusted *untrustedConfig
+	untrusted := &untrustedConfig{dir: root, home: home}
 	for _, l := range layers {
 		if l.FromLearning {
 			info.learned = l.File
@@ -249,7 +263,8 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 		if l.Project {
 			info.projectConfig = l.File
 			if w := jail.Widening(l, root, home); len(w) > 0 && !jail.IsTrusted(l, home, os.Getenv) {
-				untrusted = &untrustedConfig{path: l.File, hash: l.Hash, widening: w, home: home}
+				untrusted.add(l.File, l.Hash, w)
+				untrusted.dir = filepath.Dir(l.File)
 			}
 		}
 	}
@@ -263,14 +278,28 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 			info.allowed = append(info.allowed, p)
 		}
 	}
+	var regs jail.RegistryDecision
 	if !pol.NoNetwork && opts.Mode == "" { // learning and watch let every name through
-		pol.Registries = jail.RegistryHosts(argv, root, home, os.Getenv)
+		// Project toolchain files naming registries widen the jail as its
+		// jail.json would, and need the same trust.
+		regs = jail.ReadRegistries(argv, root, cwd, home, os.Getenv).Decide(jail.OwnAllow(layers), home, os.Getenv)
+		pol.Registries = regs.Allow
+		for _, f := range regs.Untrusted {
+			untrusted.add(f.Path, f.Hash, f.Widening)
+			untrusted.dir = cwd
+		}
+	}
+	if untrusted.files == nil {
+		untrusted = nil
 	}
 	facts, err := jail.Gather(pol, home, cwd)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	plan, err := jail.Build(pol, facts, argv)
+	if plan != nil {
+		plan.Warnings = append(plan.Warnings, regs.Warnings...)
+	}
 	return plan, untrusted, info, err
 }
 
