@@ -118,10 +118,10 @@ var projectProtected = []string{
 }
 
 // homeProtected are read-only whenever a policy makes them writable.
-var homeProtected = []string{
+var homeProtected = append([]string{
 	".ssh", ".gitconfig", ".config/git", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish", ".inputrc", ".config/jail",
-}
+}, poisonableCaches...)
 
 // Interest lists the literal paths to stat and the glob patterns to expand
 // for a policy; Gather uses it and so does a test that checks Build asks
@@ -493,6 +493,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			}
 		}
 	}
+	roPaths = append(roPaths, writableBelow(expand(pol.AllowWrite), protectedLiteral)...)
 	roPaths = append(roPaths, expand(pol.DenyWrite)...)
 	roSet := map[string]bool{}
 	for _, rp := range roPaths {
