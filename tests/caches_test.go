@@ -1,0 +1,202 @@
+package tests
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// snapshot lists every entry under dir with its mode, modification time
+// and content hash: two equal snapshots mean nothing there changed.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s %v %d", strings.TrimPrefix(p, dir), fi.Mode(), fi.ModTime().UnixNano())
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			line += " " + hex.EncodeToString(sum[:])
+		}
+		out = append(out, line)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("listing %s on the host: %v", dir, err)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// writeTinyModule writes a Go module of two library packages: building it
+// compiles only them (no standard library), so it is quick.
+func writeTinyModule(s *Sandbox) {
+	s.WriteFile(s.Project+"/go.mod", "module example.test/tiny\n\ngo 1.21\n", 0o644)
+	s.WriteFile(s.Project+"/a/a.go", "package a\n\nfunc A() int { return 41 }\n", 0o644)
+	s.WriteFile(s.Project+"/b/b.go", "package b\n\nimport \"example.test/tiny/a\"\n\nfunc B() int { return a.A() + 1 }\n", 0o644)
+}
+
+// TestCachesGoBuildCannotPoisonHost: an unjailed go build reuses what its
+// build cache holds without checking it, so a jailed build must leave the
+// host's cache byte for byte as it was, whether it builds normally, points
+// GOCACHE back at the host's cache, or writes there itself; also with a
+// trusted jail.json that makes the host's cache writable and points GOCACHE
+// at it, where every write fails on a read-only cache. The jailed build
+// still works, with a cache of its own that persists between runs.
+func TestCachesGoBuildCannotPoisonHost(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		writeTinyModule(s)
+		s.Env = []string{"GOTOOLCHAIN=local", "GOPROXY=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0"}
+		hostCache := s.Home + "/.cache/go-build"
+		if out, code := s.HostOut(s.Project, "go", "build", "./..."); code != 0 {
+			t.Fatalf("unjailed go build: %s", out)
+		}
+		before := snapshot(t, hostCache)
+		if !strings.Contains(before, "-d ") {
+			t.Fatalf("the unjailed build left no entries in %s:\n%s", hostCache, before)
+		}
+
+		r := s.Jail("--", "go", "build", "-x", "./...")
+		if r.Code != 0 {
+			t.Fatalf("jailed go build failed:\n%s", r)
+		}
+		if !strings.Contains(r.Stderr, "/compile") {
+			t.Errorf("the first jailed build compiled nothing: it must not use the host's cache:\n%s", r)
+		}
+		r = s.Jail("--", "go", "build", "-x", "./...")
+		if r.Code != 0 || strings.Contains(r.Stderr, "/compile") {
+			t.Errorf("the second jailed build is not served from the jail's cache:\n%s", r)
+		}
+		if entries, err := os.ReadDir(s.Home + "/.cache/jail/go-build"); err != nil || len(entries) == 0 {
+			t.Errorf("the jail's own build cache is missing or empty on the host: %v", err)
+		}
+
+		// From inside, at the host's cache: with the default policy it is
+		// not there at all (what is written lands in the throwaway home).
+		attack := `GOCACHE=$HOME/.cache/go-build go build -a ./...
+mkdir -p ~/.cache/go-build/00 && echo poison > ~/.cache/go-build/00/poison-d && echo "wrote poison"
+for f in ~/.cache/go-build/*/*-d; do echo poison > "$f" && echo "overwrote $f"; done
+true`
+		if r := s.Sh(attack); r.Code != 0 {
+			t.Fatalf("the attack did not run:\n%s", r)
+		}
+		if after := snapshot(t, hostCache); after != before {
+			t.Fatalf("a jailed command changed the host's build cache (default policy):\n%s", r)
+		}
+
+		// With a trusted jail.json that makes the host's cache writable
+		// and points GOCACHE at it, it is read-only.
+		s.WriteFile(s.Project+"/jail.json", `{"filesystem": {"allowWrite": ["~/.cache/go-build"]}, "env": {"set": {"GOCACHE": "~/.cache/go-build"}}}`, 0o644)
+		// (go skips a cache it cannot write: the build may succeed, it
+		// must not have written.)
+		r = s.Jail("--", "go", "build", "-a", "./...")
+		if after := snapshot(t, hostCache); after != before {
+			t.Fatalf("go build -a with env.set GOCACHE at the host's cache changed it:\n%s", r)
+		}
+		r = s.Sh(attack)
+		if r.Code != 0 {
+			t.Fatalf("the attack did not run:\n%s", r)
+		}
+		if strings.Contains(r.Stdout, "wrote poison") || strings.Contains(r.Stdout, "overwrote") {
+			t.Errorf("a write into the host's build cache succeeded:\n%s", r)
+		}
+		if strings.Count(r.Stderr, "Read-only file system") < 2 {
+			t.Errorf("the writes did not fail on a read-only cache:\n%s", r)
+		}
+		if after := snapshot(t, hostCache); after != before {
+			t.Fatalf("a jailed command changed the host's build cache (allowWrite in jail.json):\n%s", r)
+		}
+		os.Remove(s.Project + "/jail.json")
+
+		// The unjailed build still finds everything cached.
+		if out, code := s.HostOut(s.Project, "go", "build", "-x", "./..."); code != 0 || strings.Contains(out, "/compile") {
+			t.Errorf("the unjailed build after the jailed ones (exit %d) recompiled or failed:\n%s", code, out)
+		}
+	})
+}
+
+// TestCachesReadOnlyWhateverTheLayer: Maven's repository, pip's, uv's and
+// Gradle's caches and cargo's extracted sources stay read-only even when a
+// trusted jail.json or the user's config makes them writable, exactly, from
+// a parent directory or below them; jail plan shows each re-bound read-only,
+// and the host's files are untouched. A writable path next to them stays
+// writable.
+func TestCachesReadOnlyWhateverTheLayer(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		caches := []string{
+			s.Home + "/.m2/repository", s.Home + "/.cache/pip", s.Home + "/.cargo/registry/src",
+			s.Home + "/.gradle/caches", s.Home + "/.cache/uv",
+		}
+		for _, c := range caches {
+			s.WriteFile(c+"/entry", "genuine\n", 0o644)
+		}
+		before := map[string]string{}
+		for _, c := range caches {
+			before[c] = snapshot(t, c)
+		}
+		// Exactly (~/.m2/repository), from the parent (~/.cache holds
+		// pip's cache), from below (~/.cargo/registry/src under
+		// ~/.cargo/registry, ~/.gradle/caches under ~/.gradle), and from
+		// the user's own config (~/.cache/uv).
+		s.WriteFile(s.Project+"/jail.json", `{"filesystem": {"allowWrite": ["~/.m2/repository", "~/.cache", "~/.cargo/registry/src", "~/.gradle/caches"]}}`, 0o644)
+		s.WriteFile(s.Home+"/.config/jail/config.json", `{"filesystem": {"allowWrite": ["~/.cache/uv"]}}`, 0o644)
+
+		plan := s.Jail("plan", "--", "true")
+		if plan.Code != 0 {
+			t.Fatalf("jail plan:\n%s", plan)
+		}
+		for _, c := range caches {
+			if !strings.Contains(plan.Stdout, "ro-bind    "+c+"  # read-only") {
+				t.Errorf("jail plan does not show %s read-only:\n%s", c, plan.Stdout)
+			}
+		}
+
+		script := `for d in "$@"; do
+  echo poison > "$d/new" && echo "WROTE new in $d"
+  echo poison > "$d/entry" && echo "WROTE entry in $d"
+  rm -f "$d/entry" && [ ! -e "$d/entry" ] && echo "REMOVED entry in $d"
+  mv "$d/entry" "$d/moved" 2>/dev/null && echo "MOVED entry in $d"
+  chmod 0777 "$d/entry" && echo "CHMOD entry in $d"
+  mkdir "$d/sub" && echo "MKDIR in $d"
+done
+mkdir -p ~/.cache/other && echo fine > ~/.cache/other/x && echo "control wrote"`
+		r := s.Jail(append([]string{"--", "sh", "-c", script, "sh"}, caches...)...)
+		if r.Code != 0 {
+			t.Fatalf("the attack did not run:\n%s", r)
+		}
+		for _, verb := range []string{"WROTE", "REMOVED", "MOVED", "CHMOD", "MKDIR"} {
+			if strings.Contains(r.Stdout, verb) {
+				t.Errorf("a write into a host cache succeeded from inside:\n%s", r)
+				break
+			}
+		}
+		if n := strings.Count(r.Stderr, "Read-only file system"); n < 2*len(caches) {
+			t.Errorf("the writes did not fail on read-only caches (%d read-only errors):\n%s", n, r)
+		}
+		if !strings.Contains(r.Stdout, "control wrote") {
+			t.Errorf("the control write into writable ~/.cache failed: the jail.json was not applied:\n%s", r)
+		}
+		hostUnchanged(t, s.Home+"/.cache/other/x", "fine\n")
+		for _, c := range caches {
+			if after := snapshot(t, c); after != before[c] {
+				t.Errorf("the host's %s changed:\n%s\nwant\n%s", c, after, before[c])
+			}
+		}
+	})
+}
