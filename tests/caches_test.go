@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -196,6 +197,79 @@ mkdir -p ~/.cache/other && echo fine > ~/.cache/other/x && echo "control wrote"`
 		for _, c := range caches {
 			if after := snapshot(t, c); after != before[c] {
 				t.Errorf("the host's %s changed:\n%s\nwant\n%s", c, after, before[c])
+			}
+		}
+	})
+}
+
+// TestCachesToolchainsUseJailCaches: each toolchain run in the jail finds
+// its cache variable pointed at a directory of the jail's own, which jail
+// created on the host, even when the host's environment points it at the
+// host's cache; Maven gets its local repository through MAVEN_OPTS, with
+// ~/ expanded after the '='.
+func TestCachesToolchainsUseJailCaches(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		writeTinyModule(s)
+		s.Env = []string{"GOTOOLCHAIN=local", "GOPROXY=off",
+			"GOCACHE=" + s.Home + "/.cache/go-build", "GOMODCACHE=" + s.Home + "/go/pkg/mod", "PIP_CACHE_DIR=" + s.Home + "/.cache/pip"}
+		jc := s.Home + "/.cache/jail"
+		r := s.Jail("--", "go", "env", "GOCACHE", "GOMODCACHE")
+		if r.Code != 0 || r.Stdout != jc+"/go-build\n"+jc+"/go-mod\n" {
+			t.Errorf("jail -- go env GOCACHE GOMODCACHE: want the jail's own caches under %s:\n%s", jc, r)
+		}
+		r = s.Jail("--", "pip3", "cache", "dir")
+		if r.Code != 0 || strings.TrimSpace(r.Stdout) != jc+"/pip" {
+			t.Errorf("jail -- pip3 cache dir: want %s/pip:\n%s", jc, r)
+		}
+		s.WriteFile(s.Project+"/pom.xml", `<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>`+
+			`<groupId>test</groupId><artifactId>t</artifactId><version>1</version><packaging>pom</packaging></project>`+"\n", 0o644)
+		r = s.Jail("--", "mvn", "-o", "-X", "validate")
+		if r.Code != 0 || !strings.Contains(r.Stdout, "Using local repository at "+jc+"/m2/repository") {
+			t.Errorf("jail -- mvn: want the local repository %s/m2/repository:\n%s", jc, r)
+		}
+		for _, d := range []string{"go-build", "go-mod", "pip", "m2"} {
+			if fi, err := os.Stat(jc + "/" + d); err != nil || !fi.IsDir() {
+				t.Errorf("jail did not create its own cache %s/%s on the host: %v", jc, d, err)
+			}
+		}
+		for _, d := range []string{"/.cache/go-build", "/go/pkg/mod", "/.cache/pip", "/.m2"} {
+			hostAbsent(t, s.Home+d)
+		}
+	})
+}
+
+// TestCachesLearningProposesNone: a learning run whose command writes into
+// the host's caches proposes none of them and reports each kept read-only;
+// the caches on disk are untouched; a cache of its own is proposed as usual.
+func TestCachesLearningProposesNone(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		caches := []string{"/.cache/go-build", "/.m2/repository", "/.cargo/registry/src", "/.cache/pip", "/go/pkg/mod"}
+		for _, c := range caches {
+			s.WriteFile(s.Home+c+"/entry", "genuine\n", 0o644)
+		}
+		before := map[string]string{}
+		for _, c := range caches {
+			before[c] = snapshot(t, s.Home+c)
+		}
+		s.WriteFile(s.Project+"/poisoner", `#!/bin/sh
+for d in "$@"; do echo poison > "$HOME$d/entry"; echo poison > "$HOME$d/new"; done
+mkdir -p ~/.cache/newtool && echo x > ~/.cache/newtool/x
+echo poisoner done
+`, 0o755)
+		r := s.Jail(append([]string{"--learning", "--", "./poisoner"}, caches...)...)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "poisoner done") {
+			t.Fatalf("jail --learning -- ./poisoner:\n%s", r)
+		}
+		l := readLearned(t, learnedPath(s, "poisoner"), r)
+		wantList(t, "filesystem.allowWrite", l.Filesystem.AllowWrite, []string{"~/.cache/newtool"}, l)
+		for _, c := range caches {
+			if !slices.ContainsFunc(l.Learned.KeptDenied, func(k string) bool {
+				return strings.HasPrefix(k, "tried to write ~"+c+"/") && strings.HasSuffix(k, "kept read-only")
+			}) {
+				t.Errorf("the learned profile does not report the write under ~%s kept read-only:\n%s", c, l.raw)
+			}
+			if after := snapshot(t, s.Home+c); after != before[c] {
+				t.Errorf("the learning run changed the host's ~%s", c)
 			}
 		}
 	})
