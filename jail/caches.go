@@ -1,14 +1,20 @@
 package jail
 
-import "path/filepath"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"strings"
+)
 
 // poisonableCaches are home paths (relative to the home) whose content an
 // unjailed tool later runs, loads or builds from without checking it against
 // anything the jail cannot forge. Each stays read-only in every jail, like
 // the shell's startup files, whatever a policy makes writable; the built-in
-// profiles give the jail caches of its own instead (under ~/.cache/jail,
-// through the toolchain's variable: GOCACHE, PIP_CACHE_DIR…), which
-// persist between jailed runs and which no unjailed tool reads.
+// profiles give the jail caches of its own instead, one set per project
+// (~/.cache/jail/{project}, through the toolchain's variable: GOCACHE,
+// PIP_CACHE_DIR…), which persist between the project's jailed runs and
+// which no unjailed tool reads.
 //
 // A cache an unjailed tool checks at use stays shareable and is not
 // listed: npm's _cacache (content-addressed; what it returns is checked
@@ -76,4 +82,36 @@ func writableBelow(writable, protected []string) []string {
 		}
 	}
 	return out
+}
+
+// ProjectToken, in a config's paths and env.set values, stands for
+// ProjectKey of the project being jailed: the built-in profiles keep each
+// project's caches apart (~/.cache/jail/{project}/go-build), so that a
+// hostile project's jailed build cannot plant compiled code, a wheel or a
+// crate that another project's jailed build then takes up and the user runs.
+const ProjectToken = "{project}"
+
+// ProjectKey names a project's directory of jail caches: the root's base
+// name, for the reader, and a hash of the whole root, so that no two roots
+// share one.
+func ProjectKey(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	name := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, filepath.Base(root))
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	return name + "-" + hex.EncodeToString(sum[:6])
+}
+
+// expandProject replaces ProjectToken in s with the project's key.
+func expandProject(s, root string) string {
+	if !strings.Contains(s, ProjectToken) {
+		return s
+	}
+	return strings.ReplaceAll(s, ProjectToken, ProjectKey(root))
 }

@@ -62,7 +62,7 @@ var cacheVars = map[string][]string{
 // TestProfilesKeepCachesPrivate: no built-in profile makes a poisonable path
 // writable, and every directory a profile's env.set names under the home is
 // one the same profile makes writable (so jail creates and binds it) and a
-// private one under ~/.cache/jail.
+// private one under the project's ~/.cache/jail/{project}.
 func TestProfilesKeepCachesPrivate(t *testing.T) {
 	home := "/home/u"
 	caches := ReadOnlyCaches(home)
@@ -106,8 +106,9 @@ func TestProfilesKeepCachesPrivate(t *testing.T) {
 				t.Errorf("%s: %s=%s names no directory under the home", name, k, v)
 				continue
 			}
-			if !under(dir, filepath.Join(home, ".cache/jail")) || !slices.ContainsFunc(pol.AllowWrite, func(w string) bool { return under(dir, w) }) {
-				t.Errorf("%s: %s=%s is not a writable directory under ~/.cache/jail of the profile", name, k, v)
+			own := filepath.Join(home, ".cache/jail", ProjectKey("/home/u/proj"))
+			if !under(dir, own) || !slices.ContainsFunc(pol.AllowWrite, func(w string) bool { return under(dir, w) }) {
+				t.Errorf("%s: %s=%s is not a writable directory of the profile under the project's %s", name, k, v, own)
 			}
 		}
 	}
@@ -223,5 +224,44 @@ func TestLearningProposesNoCache(t *testing.T) {
 		}) {
 			t.Errorf("the write under %s is not reported kept read-only: %v", p, r.KeptDenied)
 		}
+	}
+}
+
+// TestProjectKey: each project root gets caches of its own, the same on
+// every run, named for the reader; the go profile's paths and variables
+// agree on them.
+func TestProjectKey(t *testing.T) {
+	a, b := ProjectKey("/home/u/src/app"), ProjectKey("/home/u/other/app")
+	if a == b || a != ProjectKey("/home/u/src/app") {
+		t.Errorf("keys %q and %q: want stable and distinct per root", a, b)
+	}
+	if !strings.HasPrefix(a, "app-") || len(a) != len("app-")+12 {
+		t.Errorf("key %q: want app- and 12 hex digits", a)
+	}
+	for _, root := range []string{"/", "/home/u/a b/../x", "/home/u/" + strings.Repeat("n", 100)} {
+		if k := ProjectKey(root); strings.ContainsAny(k, "/. ") || len(k) > 45 {
+			t.Errorf("ProjectKey(%q) = %q: not one short path element", root, k)
+		}
+	}
+	home := "/home/u"
+	c, err := LoadProfile("go", home, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, root := range []string{"/home/u/src/app", "/home/u/other/app"} {
+		pol, err := Resolve([]*Config{c}, root, home, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := filepath.Join(home, ".cache/jail", ProjectKey(root), "go-build")
+		env := PlanEnv([]string{"HOME=" + home}, pol, "s", "x", nil)
+		if !slices.Contains(pol.AllowWrite, want) || !slices.Contains(env.Env, "GOCACHE="+want) {
+			t.Errorf("project %s: want allowWrite and GOCACHE %s, got %v and %v", root, want, pol.AllowWrite, env.Env)
+		}
+		seen[want] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("two projects share a build cache: %v", seen)
 	}
 }

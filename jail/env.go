@@ -70,8 +70,8 @@ type EnvPlan struct {
 // PlanEnv builds the jailed command's environment from the host's: secrets
 // become placeholders (unless env.pass names them), variables naming hidden
 // host services are dropped, env.set is applied (with ~/ expanded as
-// expandHome says), and jail's own variables (the proxy, the CA bundle)
-// last.
+// expandHome says, and ProjectToken), and jail's own variables (the proxy,
+// the CA bundle) last.
 func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[string]string) EnvPlan {
 	pass := map[string]bool{}
 	for _, n := range pol.Env.Pass {
@@ -103,7 +103,7 @@ func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[st
 	}
 	home := vars["HOME"]
 	for k, v := range pol.Env.Set {
-		vars[k] = expandHome(v, home)
+		vars[k] = expandHome(expandProject(v, pol.ProjectRoot), home)
 	}
 	for k, v := range jailVars {
 		vars[k] = v

@@ -45,6 +45,18 @@ func snapshot(t *testing.T, dir string) string {
 	return strings.Join(out, "\n")
 }
 
+// jailGoCache asks the jail, run in dir, where its go build cache is: the
+// project's own directory under ~/.cache/jail.
+func jailGoCache(t *testing.T, s *Sandbox, dir string) string {
+	t.Helper()
+	r := s.JailIn(dir, "", "--", "go", "env", "GOCACHE")
+	gc := strings.TrimSpace(r.Stdout)
+	if r.Code != 0 || filepath.Dir(filepath.Dir(gc)) != s.Home+"/.cache/jail" || filepath.Base(gc) != "go-build" {
+		t.Fatalf("jail -- go env GOCACHE in %s: want ~/.cache/jail/PROJECT/go-build:\n%s", dir, r)
+	}
+	return gc
+}
+
 // writeTinyModule writes a Go module of two library packages: building it
 // compiles only them (no standard library), so it is quick.
 func writeTinyModule(s *Sandbox) {
@@ -84,7 +96,7 @@ func TestCachesGoBuildCannotPoisonHost(t *testing.T) {
 		if r.Code != 0 || strings.Contains(r.Stderr, "/compile") {
 			t.Errorf("the second jailed build is not served from the jail's cache:\n%s", r)
 		}
-		if entries, err := os.ReadDir(s.Home + "/.cache/jail/go-build"); err != nil || len(entries) == 0 {
+		if entries, err := os.ReadDir(jailGoCache(t, s, s.Project)); err != nil || len(entries) == 0 {
 			t.Errorf("the jail's own build cache is missing or empty on the host: %v", err)
 		}
 
@@ -203,8 +215,8 @@ mkdir -p ~/.cache/other && echo fine > ~/.cache/other/x && echo "control wrote"`
 }
 
 // TestCachesToolchainsUseJailCaches: each toolchain run in the jail finds
-// its cache variable pointed at a directory of the jail's own, which jail
-// created on the host, even when the host's environment points it at the
+// its cache variable pointed at a directory of the project's own jail,
+// which jail created on the host, even when the host's environment points it at the
 // host's cache; Maven gets its local repository through MAVEN_OPTS, with
 // ~/ expanded after the '='.
 func TestCachesToolchainsUseJailCaches(t *testing.T) {
@@ -212,7 +224,10 @@ func TestCachesToolchainsUseJailCaches(t *testing.T) {
 		writeTinyModule(s)
 		s.Env = []string{"GOTOOLCHAIN=local", "GOPROXY=off",
 			"GOCACHE=" + s.Home + "/.cache/go-build", "GOMODCACHE=" + s.Home + "/go/pkg/mod", "PIP_CACHE_DIR=" + s.Home + "/.cache/pip"}
-		jc := s.Home + "/.cache/jail"
+		jc := filepath.Dir(jailGoCache(t, s, s.Project))
+		if !strings.HasPrefix(filepath.Base(jc), "project-") {
+			t.Errorf("the project's jail caches %s are not named for the project", jc)
+		}
 		r := s.Jail("--", "go", "env", "GOCACHE", "GOMODCACHE")
 		if r.Code != 0 || r.Stdout != jc+"/go-build\n"+jc+"/go-mod\n" {
 			t.Errorf("jail -- go env GOCACHE GOMODCACHE: want the jail's own caches under %s:\n%s", jc, r)
@@ -271,6 +286,46 @@ echo poisoner done
 			if after := snapshot(t, s.Home+c); after != before[c] {
 				t.Errorf("the learning run changed the host's ~%s", c)
 			}
+		}
+	})
+}
+
+// TestCachesProjectsApart: jailed builds of two projects do not share a
+// cache: a hostile project's jail can neither see nor change the caches
+// another project's jailed builds use (a poisoned compiled package there
+// would end up in a binary the user runs unjailed).
+func TestCachesProjectsApart(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		writeTinyModule(s)
+		s.Env = []string{"GOTOOLCHAIN=local", "GOPROXY=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0"}
+		other := s.Base + "/other"
+		s.WriteFile(other+"/go.mod", "module example.test/other\n\ngo 1.21\n", 0o644)
+		s.WriteFile(other+"/c/c.go", "package c\n\nfunc C() int { return 7 }\n", 0o644)
+		if r := s.JailIn(other, "", "--", "go", "build", "./..."); r.Code != 0 {
+			t.Fatalf("jailed go build of the other project:\n%s", r)
+		}
+		victim := jailGoCache(t, s, other)
+		mine := jailGoCache(t, s, s.Project)
+		if victim == mine {
+			t.Fatalf("two projects share the jail's build cache %s", mine)
+		}
+		before := snapshot(t, victim)
+		r := s.Jail("--", "sh", "-c", `ls "$1" >/dev/null 2>&1 && echo "SAW the other project's cache"; mkdir -p "$1/00" && echo poison > "$1/00/poison-d"; GOCACHE="$1" go build -a ./...; true`, "sh", victim)
+		if r.Code != 0 {
+			t.Fatalf("the attack did not run:\n%s", r)
+		}
+		if strings.Contains(r.Stdout, "SAW") {
+			t.Errorf("a project's jail sees another project's build cache:\n%s", r)
+		}
+		if after := snapshot(t, victim); after != before {
+			t.Errorf("a project's jail changed another project's build cache:\n%s", r)
+		}
+		// The go profile's own build in this project does not reach it either.
+		if r := s.Jail("--", "go", "build", "-a", "./..."); r.Code != 0 {
+			t.Fatalf("jailed go build:\n%s", r)
+		}
+		if after := snapshot(t, victim); after != before {
+			t.Errorf("this project's jailed build changed the other project's build cache")
 		}
 	})
 }
