@@ -194,8 +194,9 @@ func TestExpandHome(t *testing.T) {
 }
 
 // TestLearningProposesNoCache: a learning run whose command wrote into the
-// host's caches proposes none of them (it reports them kept read-only); what
-// it wrote into the jail's own cache is proposed as that directory.
+// host's caches proposes none of them (it reports them kept read-only), nor
+// the project's own jail cache (a learned profile serves every project and
+// would open it to the others); another tool's cache is proposed as usual.
 func TestLearningProposesNoCache(t *testing.T) {
 	home := "/home/u"
 	var ev []learn.Event
@@ -204,16 +205,17 @@ func TestLearningProposesNoCache(t *testing.T) {
 		"/home/u/.m2/repository/org/x/1/x-1.jar", "/home/u/.gradle/caches/modules-2/x.jar",
 		"/home/u/.cache/pip/wheels/ab/x.whl", "/home/u/.cache/uv/wheels-v1/x",
 		"/home/u/.cargo/registry/src/idx/c-1.0.0/src/lib.rs", "/home/u/.cargo/git/checkouts/c/abc/lib.rs",
-		"/home/u/.local/bin/tool", "/home/u/.cache/jail/go-build/ab/abcd-d",
+		"/home/u/.local/bin/tool", "/home/u/.cache/jail/proj-0123456789ab/go-build/ab/abcd-d",
+		"/home/u/.cache/newtool/x",
 	} {
 		ev = append(ev, learn.Event{Kind: learn.Create, Path: p, Write: true})
 	}
 	r := learn.Synthesize(ev, nil, learn.Facts{
 		Home: home, Project: "/home/u/proj", SystemDirs: SystemDirs(),
-		Allowed: []string{"/home/u/.cache/jail/go-build"}, ReadOnly: ReadOnlyHome(home),
+		Allowed: []string{"/home/u/.cache/jail/proj-0123456789ab/go-build"}, ReadOnly: ReadOnlyHome(home),
 	})
-	if got := strings.Join(r.Profile.AllowWrite, " "); got != "~/.cache/jail/go-build" {
-		t.Errorf("allowWrite = %q, want only the jail's own cache", got)
+	if got := strings.Join(r.Profile.AllowWrite, " "); got != "~/.cache/newtool" {
+		t.Errorf("allowWrite = %q, want only ~/.cache/newtool", got)
 	}
 	if len(r.Profile.AllowRead) != 0 {
 		t.Errorf("allowRead = %v: a write there asked for no read", r.Profile.AllowRead)

@@ -256,6 +256,8 @@ func TestCachesToolchainsUseJailCaches(t *testing.T) {
 // TestCachesLearningProposesNone: a learning run whose command writes into
 // the host's caches proposes none of them and reports each kept read-only;
 // the caches on disk are untouched; a cache of its own is proposed as usual.
+// Learning go build proposes neither the host's caches nor the project's
+// own jail caches.
 func TestCachesLearningProposesNone(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		caches := []string{"/.cache/go-build", "/.m2/repository", "/.cargo/registry/src", "/.cache/pip", "/go/pkg/mod"}
@@ -286,6 +288,20 @@ echo poisoner done
 			if after := snapshot(t, s.Home+c); after != before[c] {
 				t.Errorf("the learning run changed the host's ~%s", c)
 			}
+		}
+
+		// go under its profile writes into the project's own jail caches:
+		// the learned profile, which every project's go would get, does
+		// not name them.
+		writeTinyModule(s)
+		s.Env = []string{"GOTOOLCHAIN=local", "GOPROXY=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0"}
+		r = s.Jail("--learning", "--", "go", "build", "./...")
+		if r.Code != 0 {
+			t.Fatalf("jail --learning -- go build:\n%s", r)
+		}
+		raw := hostFile(t, learnedPath(s, "go"))
+		if strings.Contains(raw, "/.cache/jail") || strings.Contains(raw, `"~/.cache/go-build"`) {
+			t.Errorf("the learned go profile names a build cache:\n%s", raw)
 		}
 	})
 }
