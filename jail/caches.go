@@ -53,6 +53,13 @@ var poisonableCaches = []string{
 	// Ruby: user gems and their commands, the marshalled spec cache,
 	// Bundler's settings and cache.
 	".gem", ".local/share/gem", ".bundle", ".gemrc", ".rbenv",
+	// Tools that run what they cached: pre-commit's hook environments (on
+	// every git commit), the browsers Playwright and Puppeteer start, the
+	// objects ccache, sccache and Bazel hand back by key, Torch Hub's code,
+	// Deno's remote modules (checked only against a lockfile), mise's
+	// runtimes.
+	".cache/pre-commit", ".cache/ms-playwright", ".cache/puppeteer", ".cache/ccache", ".ccache", ".cache/sccache",
+	".cache/bazel", ".cache/torch", ".cache/deno", ".local/share/mise",
 	// jail's own record of the registries a toolchain names, which widens
 	// the network of later jails.
 	".cache/jail/registries.json",

@@ -29,6 +29,7 @@ func TestReadOnlyCachesList(t *testing.T) {
 		".cache/go-build", "go/pkg/mod", "go/bin", ".m2/repository", ".gradle/caches", ".gradle/wrapper",
 		".cache/pip", ".cache/uv", ".cargo/registry/src", ".cargo/git/checkouts", ".cargo/bin", ".rustup",
 		".local/bin", ".cache/yarn", ".bun/install/cache", ".gem", ".cache/jail/registries.json",
+		".cache/pre-commit/repoabc", ".cache/ms-playwright",
 	} {
 		if !covered(filepath.Join(home, rel)) {
 			t.Errorf("~/%s is not kept read-only", rel)
