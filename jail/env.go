@@ -69,8 +69,9 @@ type EnvPlan struct {
 
 // PlanEnv builds the jailed command's environment from the host's: secrets
 // become placeholders (unless env.pass names them), variables naming hidden
-// host services are dropped, env.set is applied, and jail's own variables
-// (the proxy, the CA bundle) last.
+// host services are dropped, env.set is applied (with ~/ expanded as
+// expandHome says, and ProjectToken), and jail's own variables (the proxy,
+// the CA bundle) last.
 func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[string]string) EnvPlan {
 	pass := map[string]bool{}
 	for _, n := range pol.Env.Pass {
@@ -100,8 +101,9 @@ func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[st
 		}
 		vars[name] = value
 	}
+	home := vars["HOME"]
 	for k, v := range pol.Env.Set {
-		vars[k] = v
+		vars[k] = expandHome(expandProject(v, pol.ProjectRoot), home)
 	}
 	for k, v := range jailVars {
 		vars[k] = v
@@ -116,4 +118,25 @@ func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[st
 	sort.Strings(ep.Placeholders)
 	sort.Strings(ep.Dropped)
 	return ep
+}
+
+// expandHome replaces "~/" with home's path where a shell assignment would:
+// at the start of the value and after each ':' or '=', so that a profile
+// can name a directory under the home in GOCACHE=~/.cache/jail/go-build or
+// MAVEN_OPTS=-Dmaven.repo.local=~/.cache/jail/m2. Without an absolute home
+// the value is kept as written.
+func expandHome(v, home string) string {
+	if !strings.HasPrefix(home, "/") || !strings.Contains(v, "~/") {
+		return v
+	}
+	home = strings.TrimSuffix(home, "/")
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '~' && strings.HasPrefix(v[i+1:], "/") && (i == 0 || v[i-1] == ':' || v[i-1] == '=') {
+			b.WriteString(home)
+			continue
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
 }

@@ -132,14 +132,15 @@ var projectProtected = []string{
 
 // homeProtected are read-only whenever a policy makes them writable: shell
 // startup files, what is on PATH, git's and ssh's configuration, and jail's
-// own. Missing ones inside a writable tree get placeholders, as in the
-// project.
-var homeProtected = []string{
+// own, and the caches and settings an unjailed toolchain takes as they are
+// (poisonableCaches). Missing ones inside a writable tree get
+// placeholders, as in the project.
+var homeProtected = append([]string{
 	".ssh/", ".gitconfig", ".config/git/", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases",
 	".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish/", ".inputrc", ".xprofile", ".xsession",
 	".xinitrc", ".pam_environment", ".config/environment.d/", ".config/autostart/", ".config/systemd/",
 	".local/bin/", "bin/", ".config/jail/",
-}
+}, poisonableCaches...)
 
 // nestedGit finds the .git of repositories inside the project (nested
 // clones, submodule checkouts): each is guarded like the project's own.
@@ -577,6 +578,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		protect = append(protect, Op{Kind: "ro-bind", Src: ph.Path, Dest: path, Why: "read-only; a placeholder on the host while the jail runs"})
 		pins = append(pins, parentsBelow(path, b.dest)...)
 	}
+	roPaths = append(roPaths, writableBelow(expand(pol.AllowWrite), protectedLiteral)...)
 	roPaths = append(roPaths, expand(pol.DenyWrite)...)
 	roSet := map[string]bool{}
 	for _, rp := range roPaths {

@@ -203,7 +203,7 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 		paths := func(list []string) []string {
 			out := make([]string, 0, len(list))
 			for _, s := range list {
-				out = append(out, ExpandPath(s, c.Dir, home))
+				out = append(out, ExpandPath(expandProject(s, root), c.Dir, home))
 			}
 			return out
 		}

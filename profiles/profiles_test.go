@@ -202,6 +202,9 @@ func TestPaths(t *testing.T) {
 		"~/.ssh", "~/.gnupg", "~/.aws", "~/.gitconfig", "~/.config/git", "~/.config/jail", "~/.config/fish",
 		"~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.zshrc", "~/.zshenv", "~/.zprofile", "~/.zlogin",
 		"~/.netrc", "~/.git-credentials", "~/.npmrc", "~/.pypirc", "~/.local/share/keyrings",
+		// Caches an unjailed build runs from unchecked: the jail gets its own.
+		"~/.cache/go-build", "~/go/pkg/mod", "~/go/bin", "~/.m2/repository", "~/.gradle/caches", "~/.gradle/wrapper",
+		"~/.cache/pip", "~/.cache/uv", "~/.cargo/registry/src", "~/.cargo/git/checkouts", "~/.rustup",
 	}
 	for _, p := range load(t) {
 		for _, key := range known["filesystem"] {
@@ -216,7 +219,7 @@ func TestPaths(t *testing.T) {
 				t.Errorf("%s: allowWrite %q is far too wide", p.name, w)
 			}
 			for _, pr := range protected {
-				if under(pr, w) {
+				if under(pr, w) || under(w, pr) {
 					t.Errorf("%s: allowWrite %q would make %s writable", p.name, w, pr)
 				}
 			}

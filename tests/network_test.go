@@ -1137,8 +1137,8 @@ func TestNetworkPackageRegistries(t *testing.T) {
 		r = s.JailIn(mod, "", "--", "go", "mod", "download", "github.com/google/uuid@v1.6.0")
 		if r.Code != 0 {
 			t.Errorf("jail -- go mod download github.com/google/uuid@v1.6.0 failed:\n%s", r)
-		} else if _, err := os.Stat(mod + "/modcache/github.com/google/uuid@v1.6.0/uuid.go"); err != nil {
-			t.Errorf("the module is not in GOMODCACHE on the host: %v", err)
+		} else if m, _ := filepath.Glob(s.Home + "/.cache/jail/*/go-mod/github.com/google/uuid@v1.6.0/uuid.go"); len(m) != 1 {
+			t.Errorf("the module is not in the project's own jail module cache on the host (the go profile's GOMODCACHE): %v", m)
 		}
 		goDs := decisions(t, s, "")[before:]
 		if d, ok := findDecision(goDs, goHost, ""); !ok || d.Verdict != "allow" {

@@ -97,6 +97,12 @@ type Profile struct {
 // /run/jail, where every jail keeps its CA bundle, sockets and init.
 var privateDirs = []string{"/proc", "/dev", "/tmp", "/sys", "/run/jail"}
 
+// jailCaches is the home directory under which the profiles give each
+// project's jailed builds caches of their own: what a run did there is
+// never proposed, since a learned profile applies to every project and
+// would open one project's caches to the others.
+const jailCaches = ".cache/jail"
+
 // appParents are home directories whose children are per-application
 // directories: ~/.config/tool/a/b collapses to ~/.config/tool.
 var appParents = []string{".config", ".cache", ".local/share", ".local/state"}
@@ -112,8 +118,9 @@ const errEEXIST = 17
 //     ~/.ssh, ~/.aws, ~/.netrc, browser profiles…; and anywhere: .env,
 //     .env.*) go to KeptDenied, never
 //     to the profile, whatever the Errno;
-//  3. the project (and anything in it), $HOME itself and strict ancestors
-//     of the project or home are left out;
+//  3. the project (and anything in it), $HOME itself, strict ancestors
+//     of the project or home, and the jail's per-project caches
+//     (~/.cache/jail/…, which the profiles grant each project) are left out;
 //  4. failed reads are dropped; failed writes are kept, except a mkdir or
 //     exclusive create that failed with EEXIST, which only probed;
 //  5. home paths collapse: ~/.config/<app>/… → ~/.config/<app> (likewise
@@ -178,6 +185,9 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 			continue
 		}
 		if project != "" && (under(p, project) || under(project, p)) {
+			continue
+		}
+		if rel, ok := homeRel(p, home); ok && under(rel, jailCaches) {
 			continue
 		}
 		if home != "" && under(home, p) {

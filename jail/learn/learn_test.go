@@ -47,6 +47,18 @@ func TestSynthesize(t *testing.T) {
 			want: Report{Profile: Profile{AllowRead: []string{"~/.local/share/tool"}, AllowWrite: []string{"~/.cache/tool", "~/.local/state/tool"}}},
 		},
 		{
+			// The profiles give each project these; a learned profile
+			// applies to every project.
+			name: "the jail's per-project caches never proposed",
+			events: []Event{
+				{Kind: Create, Path: "/home/u/.cache/jail/proj-0123456789ab/go-build/00/x-d", Write: true},
+				{Kind: Open, Path: "/home/u/.cache/jail/proj-0123456789ab/pip/http/x"},
+				{Kind: Mkdir, Path: "/home/u/.cache/jail"},
+			},
+			facts: Facts{Home: "/home/u", Project: "/home/u/src/proj", Allowed: []string{"/home/u/.cache/jail/proj-0123456789ab/go-build"}},
+			want:  Report{Profile: Profile{}},
+		},
+		{
 			name: "parents themselves and home never proposed",
 			events: []Event{
 				{Kind: Open, Path: "/home/u"}, {Kind: Open, Path: "/home/u/"}, {Kind: Open, Path: "/home/u/.config"},
