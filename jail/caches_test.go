@@ -136,7 +136,7 @@ func TestPlanKeepsCachesReadOnly(t *testing.T) {
 	extra := map[string]PathInfo{
 		"/home/u/.m2/repository": dir, "/home/u/.cache": dir, "/home/u/.cache/pip": dir,
 		"/home/u/.cache/go-build": dir, "/home/u/.cache/jail/go-build": dir,
-		"/home/u/.cargo/registry/src":         dir, "/home/u/.cargo/registry": dir,
+		"/home/u/.cargo/registry/src": dir, "/home/u/.cargo/registry": dir,
 		"/home/u/.gradle/caches": dir, "/home/u/go/pkg": dir, "/home/u/go/pkg/mod": dir,
 	}
 	pol := Policy{
