@@ -284,6 +284,11 @@ func HomeDir() (string, error) {
 // exits.
 func Created(p *Plan) []string {
 	var out []string
+	for _, m := range p.WatchNew {
+		if _, err := os.Lstat(m); err == nil {
+			out = append(out, m)
+		}
+	}
 	existing := map[string]bool{}
 	for _, e := range p.Existing {
 		existing[e] = true

@@ -106,6 +106,29 @@ func SweepPlaceholders(stateDir string) {
 	}
 }
 
+// writeGitExclude writes the jail's .git/info/exclude: the project's, and
+// a line for each placeholder.
+func writeGitExclude(x *GitExclude) error {
+	if x == nil {
+		return nil
+	}
+	b, err := os.ReadFile(x.Path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", x.Path, err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	b = append(b, "# jail: placeholders while the jail runs\n"+strings.Join(x.Lines, "\n")+"\n"...)
+	if err := ensurePrivateDir(filepath.Dir(filepath.Dir(x.Copy))); err != nil {
+		return err
+	}
+	if err := ensurePrivateDir(filepath.Dir(x.Copy)); err != nil {
+		return err
+	}
+	return os.WriteFile(x.Copy, b, 0o644)
+}
+
 // holdPlaceholders makes this plan's placeholders, recording them first,
 // and notes the placeholders of other live sessions the plan binds. The
 // returned release removes what this session made once the jail exited.
@@ -234,57 +257,60 @@ func releaseJournal(dir string, j *journal, others map[string]*journal) *journal
 	return &journal{Made: kept}
 }
 
-// pool holds spare placeholder inodes in jail's state directory.
+// pool holds spare placeholder inodes in jail's state directory:
+// directories named d-RANDOM and files named f-CONTENTHASH-RANDOM. Files
+// are renamed in and out like directories rather than hard-linked: a file
+// with several names is packed as a link by tar and npm.
 type pool struct {
-	dir  string
-	dirs []string // spare directories, taken in order
+	dir   string
+	spare map[string][]string // kind ("d" or "f-HASH") -> entry names
 }
 
 func newPool(dir string) *pool {
-	p := &pool{dir: filepath.Join(dir, "pool")}
+	p := &pool{dir: filepath.Join(dir, "pool"), spare: map[string][]string{}}
 	entries, _ := os.ReadDir(p.dir)
 	for _, e := range entries {
-		if e.IsDir() {
-			p.dirs = append(p.dirs, e.Name())
+		if i := strings.LastIndexByte(e.Name(), '-'); i > 0 {
+			kind := e.Name()[:i]
+			p.spare[kind] = append(p.spare[kind], e.Name())
 		}
 	}
 	return p
 }
 
-// plan picks where a placeholder comes from and records the inode it will
-// have, so that the journal is written once before anything is made.
+// kind names the pool bucket a placeholder comes from.
+func kind(ph PathPlaceholder) string {
+	if ph.Dir {
+		return "d"
+	}
+	sum := sha256.Sum256([]byte(ph.Content))
+	return "f-" + hex.EncodeToString(sum[:6])
+}
+
+// plan picks the pool entry a placeholder will come from and records its
+// inode, so that the journal is written once before anything is made.
 func (p *pool) plan(ph PathPlaceholder) journalEntry {
 	e := journalEntry{PathPlaceholder: ph}
-	src := p.source(ph)
-	var st unix.Stat_t
-	if src != "" && unix.Lstat(src, &st) == nil && sameFS(st.Dev, filepath.Dir(ph.Path)) {
-		e.Dev, e.Ino, e.from = st.Dev, st.Ino, src
-		if ph.Dir {
-			p.dirs = p.dirs[1:]
+	k := kind(ph)
+	for len(p.spare[k]) > 0 {
+		src := filepath.Join(p.dir, p.spare[k][0])
+		p.spare[k] = p.spare[k][1:]
+		var st unix.Stat_t
+		if unix.Lstat(src, &st) == nil && sameFS(st.Dev, filepath.Dir(ph.Path)) && p.intact(src, ph) {
+			e.Dev, e.Ino, e.from = st.Dev, st.Ino, src
+			break
 		}
 	}
 	return e
 }
 
-// source is the pool entry a placeholder would come from: the next spare
-// directory, or the file holding its content (made when missing).
-func (p *pool) source(ph PathPlaceholder) string {
+// intact reports whether a spare entry is still what it should be.
+func (p *pool) intact(src string, ph PathPlaceholder) bool {
 	if ph.Dir {
-		if len(p.dirs) == 0 {
-			return ""
-		}
-		return filepath.Join(p.dir, p.dirs[0])
+		return emptyDir(src)
 	}
-	sum := sha256.Sum256([]byte(ph.Content))
-	f := filepath.Join(p.dir, "f-"+hex.EncodeToString(sum[:6]))
-	if b, err := os.ReadFile(f); err == nil && string(b) == ph.Content {
-		return f
-	}
-	os.Remove(f)
-	if err := os.WriteFile(f, []byte(ph.Content), 0o644); err != nil {
-		return ""
-	}
-	return f
+	b, err := os.ReadFile(src)
+	return err == nil && string(b) == ph.Content
 }
 
 func sameFS(dev uint64, dir string) bool {
@@ -295,16 +321,8 @@ func sameFS(dev uint64, dir string) bool {
 // make puts the placeholder in place: from the pool as planned, else a new
 // directory or file.
 func (p *pool) make(e *journalEntry) error {
-	if e.from != "" {
-		var err error
-		if e.Dir {
-			err = unix.Renameat2(unix.AT_FDCWD, e.from, unix.AT_FDCWD, e.Path, unix.RENAME_NOREPLACE)
-		} else {
-			err = os.Link(e.from, e.Path)
-		}
-		if err == nil {
-			return nil
-		}
+	if e.from != "" && unix.Renameat2(unix.AT_FDCWD, e.from, unix.AT_FDCWD, e.Path, unix.RENAME_NOREPLACE) == nil {
+		return nil
 	}
 	if e.Dir {
 		if err := os.Mkdir(e.Path, 0o755); err != nil {
@@ -330,36 +348,29 @@ func (p *pool) make(e *journalEntry) error {
 
 // remove takes a placeholder away only while it is still exactly what
 // jail put there: the same inode, a file with the same content or an
-// empty directory. Anything written into it since is the user's and stays.
+// empty directory. It goes back to the pool (across filesystems it is
+// removed); anything written into it since is the user's and stays.
 func (p *pool) remove(e journalEntry) {
 	var st unix.Stat_t
 	if unix.Lstat(e.Path, &st) != nil || st.Dev != e.Dev || st.Ino != e.Ino || e.Ino == 0 {
 		return
 	}
-	if e.Dir {
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			p.removeDir(e)
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if e.Dir != isDir || (!isDir && (st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(e.Content)))) {
+		return
+	}
+	spare := filepath.Join(p.dir, kind(e.PathPlaceholder)+"-"+randomHex(6))
+	if unix.Renameat2(unix.AT_FDCWD, e.Path, unix.AT_FDCWD, spare, unix.RENAME_NOREPLACE) != nil {
+		if isDir {
+			unix.Rmdir(e.Path) // fails when not empty: then it is kept
+		} else if p.intact(e.Path, e.PathPlaceholder) {
+			os.Remove(e.Path)
 		}
 		return
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(e.Content)) {
-		return
-	}
-	if b, err := os.ReadFile(e.Path); err == nil && bytes.Equal(b, []byte(e.Content)) {
-		os.Remove(e.Path)
-	}
-}
-
-// removeDir moves an empty placeholder directory to the pool (or removes
-// it, across filesystems), moving it back out if something was written
-// into it.
-func (p *pool) removeDir(e journalEntry) {
-	spare := filepath.Join(p.dir, "d-"+randomHex(6))
-	if unix.Renameat2(unix.AT_FDCWD, e.Path, unix.AT_FDCWD, spare, unix.RENAME_NOREPLACE) != nil {
-		unix.Rmdir(e.Path) // fails when not empty: then it is kept
-		return
-	}
-	if !emptyDir(spare) {
+	// Moved out first, checked after: what was written into it in
+	// between is not lost, it goes back.
+	if !p.intact(spare, e.PathPlaceholder) {
 		unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, e.Path, unix.RENAME_NOREPLACE)
 	}
 }

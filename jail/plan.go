@@ -114,20 +114,32 @@ var homeDeny = credstores.Home
 
 // projectProtected are paths that stay read-only inside the writable project
 // because a later, unjailed program would execute or obey what they
-// contain. An entry ending in "/" is a directory. Those missing at start
-// are created on the host as placeholders while the jail runs, bound
-// read-only, and removed afterwards. The .git directories themselves are
-// handled apart (see gitGuards): they stay writable but pinned.
+// contain, without asking, as soon as they exist. An entry ending in "/" is
+// a directory. Those missing at start are created on the host as
+// placeholders while the jail runs, bound read-only, and removed
+// afterwards. The .git directories themselves are handled apart (see
+// gitDirs in Build): they stay writable but pinned.
 var projectProtected = []string{
-	".git/hooks/", ".git/config", ".git/info/", ".gitmodules",
+	".git/hooks/", ".git/config", ".git/info/",
 	".git/modules/*/hooks", ".git/modules/*/config", ".git/modules/*/modules/*/hooks", ".git/modules/*/modules/*/config",
-	".git/worktrees/*", ".husky/", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml", ".overcommit.yml",
-	".vscode/", ".idea/", ".devcontainer/", ".envrc", "mise.toml", ".mise.toml",
+	".git/worktrees/*",
+	".vscode/", ".idea/", ".devcontainer/", ".envrc",
 	".claude/settings.json", ".claude/settings.local.json", ".claude/commands/", ".claude/agents/",
 	".claude/hooks/", ".claude/skills/", ".mcp.json",
 	".gemini/", ".cursor/", ".codex/", ".windsurf/", ".zed/", ".continue/", "opencode.json", "opencode.jsonc", ".opencode/",
-	".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml", "uv.toml", ".cargo/config", ".cargo/config.toml",
-	"jail.json", "**/jail.json",
+	".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml", ".cargo/config", ".cargo/config.toml",
+	"**/jail.json",
+}
+
+// projectProtectedPresent are read-only when they exist at start. A new
+// one needs a step outside the jail before anything runs it, so no
+// placeholder holds its place: hook managers' configs act only through a
+// hook already in .git/hooks (or core.hooksPath), mise asks before it
+// trusts a new config, a new jail.json that widens needs trust, a new
+// uv.toml runs nothing, and git takes a new .gitmodules up only when told.
+var projectProtectedPresent = []string{
+	".gitmodules", ".husky/", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
+	".overcommit.yml", "mise.toml", ".mise.toml", "uv.toml", "jail.json",
 }
 
 // homeProtected are read-only whenever a policy makes them writable: shell
@@ -169,9 +181,10 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	for _, p := range homeProtected {
 		add(withParents(filepath.Join(home, p), home)...)
 	}
-	for _, p := range projectProtected {
+	for _, p := range append(append([]string{}, projectProtected...), projectProtectedPresent...) {
 		add(withParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
 	}
+	add(filepath.Join(pol.ProjectRoot, ".git", "info", "exclude"))
 	add(filepath.Join(pol.ProjectRoot, ".git"), filepath.Join(pol.ProjectRoot, nestedGit))
 	add(secretFiles(pol)...)
 	add(pol.AllowRead...)
@@ -260,8 +273,12 @@ type Plan struct {
 	// cannot be created from inside, and removes them after the command
 	// exits (or, after a kill, at the next start).
 	Placeholders []PathPlaceholder
+	GitExclude   *GitExclude // nil when there is nothing to hide from git
 	// CreateDirs are allowWrite directories jail creates before starting.
 	CreateDirs []string
+	// WatchNew are protected paths held only when present, missing at
+	// start: jail names any the command created after it exits.
+	WatchNew []string
 	// WatchGlobs are protected glob patterns whose matches at start are
 	// in Existing; new matches after exit are reported the same way.
 	WatchGlobs []string
@@ -269,6 +286,13 @@ type Plan struct {
 	Warnings   []string
 	Notes      []string // shown by jail plan only
 	GaveUp     []string // protections dropped under --best-effort
+}
+
+// GitExclude is the .git/info/exclude the jail sees: the project's (Path,
+// when it exists) with Lines added, written to Copy before the jail starts.
+type GitExclude struct {
+	Path, Copy string
+	Lines      []string
 }
 
 // PathPlaceholder is one path jail creates on the host for the life of a
@@ -508,6 +532,13 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	for _, rel := range projectProtected {
 		protectedLiteral = append(protectedLiteral, joinRel(root, rel))
 	}
+	for _, rel := range projectProtectedPresent {
+		if pp := joinRel(root, rel); f.info(strings.TrimSuffix(pp, "/")).Exists {
+			protectedLiteral = append(protectedLiteral, pp)
+		} else {
+			p.WatchNew = append(p.WatchNew, strings.TrimSuffix(pp, "/"))
+		}
+	}
 	for _, rel := range homeProtected {
 		protectedLiteral = append(protectedLiteral, joinRel(f.Home, rel))
 	}
@@ -577,6 +608,9 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.Placeholders = append(p.Placeholders, ph)
 		protect = append(protect, Op{Kind: "ro-bind", Src: ph.Path, Dest: path, Why: "read-only; a placeholder on the host while the jail runs"})
 		pins = append(pins, parentsBelow(path, b.dest)...)
+	}
+	if op, ok := planGitExclude(p, root, f); ok {
+		protect = append(protect, op)
 	}
 	roPaths = append(roPaths, writableBelow(expand(pol.AllowWrite), protectedLiteral)...)
 	roPaths = append(roPaths, expand(pol.DenyWrite)...)
@@ -687,6 +721,32 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: dest, Why: "secrets masked"})
 	}
 	return p, nil
+}
+
+// planGitExclude hides the project's placeholders from git inside the
+// jail (so `git add -A` does not commit them): the jail's
+// .git/info/exclude is a copy of the project's with one line per
+// placeholder.
+func planGitExclude(p *Plan, root string, f *Facts) (Op, bool) {
+	git := filepath.Join(root, ".git")
+	if in := f.info(git); !in.Exists || !in.Dir || in.Link != "" {
+		return Op{}, false
+	}
+	var lines []string
+	for _, ph := range p.Placeholders {
+		if rel, ok := strings.CutPrefix(ph.Path, root+"/"); ok && !under(ph.Path, git) {
+			lines = append(lines, "/"+rel)
+		}
+	}
+	if len(lines) == 0 {
+		return Op{}, false
+	}
+	exclude := filepath.Join(git, "info", "exclude")
+	if !f.info(exclude).Exists {
+		p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: exclude})
+	}
+	p.GitExclude = &GitExclude{Path: exclude, Copy: filepath.Join(f.SessionDir, "git-exclude"), Lines: lines}
+	return Op{Kind: "ro-bind", Src: p.GitExclude.Copy, Dest: exclude, Why: "the project's, and the placeholders"}, true
 }
 
 // joinRel joins a list entry to its base, keeping the trailing "/" that

