@@ -14,8 +14,11 @@ import (
 	"syscall"
 )
 
-// maxWalk bounds how many entries one glob expansion visits.
-const maxWalk = 1_000_000
+// maxWalk bounds how many entries one tree walk visits: the expansion of
+// globs sharing a base, or one hard-link scan. A walk that needs more fails
+// and jail refuses to run, since what it did not see may need masking. A
+// variable so that tests can lower it.
+var maxWalk = 1_000_000
 
 // Gather collects the facts Build needs for a policy: the machine's
 // protections, the state of every path of interest, glob matches, and the
@@ -54,20 +57,109 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 	for _, p := range paths {
 		f.Paths[p] = statPath(p)
 	}
-	walkGlobs(patterns, func(pat, path string, d fs.DirEntry) {
+	if err := f.expandGlobs(pol, patterns); err != nil {
+		return nil, err
+	}
+	if err := f.findHardLinks(pol); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// expandGlobs fills f.Matches. It fails when a walk could not see all that
+// a pattern may match, unless what it missed lies under a path the jail
+// masks anyway.
+func (f *Facts) expandGlobs(pol *Policy, patterns []string) error {
+	var unread []*WalkError
+	err := walkGlobs(patterns, func(pat, path string, d fs.DirEntry) {
 		f.Matches[pat] = append(f.Matches[pat], path)
 		f.Paths[path] = statPath(path)
-	})
+	}, func(e *WalkError) { unread = append(unread, e) })
+	if err != nil {
+		return globRefusal(pol, err)
+	}
 	for _, pat := range patterns {
 		sort.Strings(f.Matches[pat])
 		f.Matches[pat] = union(nil, f.Matches[pat])
 	}
-	// Inodes of denied files with more than one name. A glob such as
-	// ~/.ssh/** matches the directory and everything below it: each tree
-	// is walked once.
-	sensitive := map[[2]uint64]bool{}
+	masked := f.masked(pol)
+	for _, e := range unread {
+		if !masked(e.Path) {
+			return globRefusal(pol, e)
+		}
+	}
+	return nil
+}
+
+// masked reports whether a host path is at or below a path the jail masks:
+// a denied path, or a match of a denied glob (f.Matches must be filled).
+func (f *Facts) masked(pol *Policy) func(string) bool {
+	set := map[string]bool{}
+	for _, pat := range deniedPatterns(pol, f.Home, f.CADir, f.StateDir) {
+		if !HasMeta(pat) {
+			set[pat] = true
+		}
+		for _, m := range f.Matches[pat] {
+			set[m] = true
+		}
+	}
+	return func(p string) bool { return set[p] || coveredBy(p, set) }
+}
+
+// globRefusal is the one-line refusal for a glob jail could not expand
+// completely: it names the pattern (as the policy lists it) and the fix.
+func globRefusal(pol *Policy, err error) error {
+	var we *WalkError
+	if !errors.As(err, &we) {
+		return fmt.Errorf("expanding globs: %w", err)
+	}
+	list, pat := namePattern(pol, we.Patterns)
+	switch {
+	case we.Limit > 0 && list == "protected path":
+		return fmt.Errorf("%s %q: %w; run jail from a smaller directory", list, pat, we)
+	case we.Limit > 0:
+		return fmt.Errorf("%s %q: %w; narrow the pattern or deny the directory itself", list, pat, we)
+	case we.Root:
+		return fmt.Errorf("%s %q: %w; start the pattern with a directory", list, pat, we)
+	}
+	return fmt.Errorf("%s %q: %w; make it readable (chmod u+rx %s) or deny the directory itself", list, pat, we, we.Path)
+}
+
+// namePattern picks the pattern a refusal names, the user's own lists
+// first, and the list it comes from.
+func namePattern(pol *Policy, pats []string) (list, pat string) {
+	for _, l := range []struct {
+		name string
+		pats []string
+	}{
+		{"denyRead", pol.DenyRead}, {"secrets.files", pol.Secrets.Files}, {"denyWrite", pol.DenyWrite},
+		{"allowRead", pol.AllowRead}, {"allowWrite", pol.AllowWrite},
+	} {
+		for _, p := range pats {
+			for _, q := range l.pats {
+				if p == q {
+					return l.name, p
+				}
+			}
+		}
+	}
+	if len(pats) == 0 {
+		return "protected path", ""
+	}
+	return "protected path", pats[0]
+}
+
+// findHardLinks fills f.HardLinks: the other names, in the trees the jail
+// shows, of denied files with more than one hard link. It fails when a
+// tree cannot be scanned completely, since a missed name would show a
+// denied file.
+func (f *Facts) findHardLinks(pol *Policy) error {
+	// Inodes of denied files with more than one name, and one of the
+	// names. A glob such as ~/.ssh/** matches the directory and everything
+	// below it: each tree is walked once.
+	sensitive := map[[2]uint64]string{}
 	walked := map[string]bool{}
-	for _, pat := range deniedPatterns(pol, home, f.CADir, f.StateDir) {
+	for _, pat := range deniedPatterns(pol, f.Home, f.CADir, f.StateDir) {
 		list := []string{pat}
 		if HasMeta(pat) {
 			list = f.Matches[pat]
@@ -77,37 +169,79 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 				continue
 			}
 			walked[p] = true
-			walkLinked(p, 10_000, func(_ string, key [2]uint64) { sensitive[key] = true })
-		}
-	}
-	if len(sensitive) > 0 {
-		// Every host tree the jail shows: the project, the allowed paths,
-		// and in learning and watch modes the whole home.
-		roots := map[string]bool{}
-		for _, r := range append(append([]string{pol.ProjectRoot}, pol.AllowRead...), pol.AllowWrite...) {
-			if !HasMeta(r) {
-				roots[r] = true
-			}
-		}
-		if pol.Mode != "" {
-			roots[home] = true
-		}
-		for r := range roots {
-			if coveredBy(r, roots) {
-				continue
-			}
-			walkLinked(r, maxWalk, func(path string, key [2]uint64) {
-				if sensitive[key] {
-					f.HardLinks = append(f.HardLinks, path)
+			err := walkLinked(p, nil, func(path string, key [2]uint64) {
+				if sensitive[key] == "" {
+					sensitive[key] = path
 				}
 			})
-		}
-		sort.Strings(f.HardLinks)
-		for _, p := range f.HardLinks {
-			f.Paths[p] = statPath(p)
+			if err != nil {
+				return linkRefusal(err, "", p)
+			}
 		}
 	}
-	return f, nil
+	if len(sensitive) == 0 {
+		return nil
+	}
+	// Every host tree the jail shows: the project, the allowed paths,
+	// and in learning and watch modes the whole home. What the jail masks
+	// need not be searched.
+	roots := map[string]bool{}
+	for _, r := range append(append([]string{pol.ProjectRoot}, pol.AllowRead...), pol.AllowWrite...) {
+		if !HasMeta(r) {
+			roots[r] = true
+		}
+	}
+	if pol.Mode != "" {
+		roots[f.Home] = true
+	}
+	masked := f.masked(pol)
+	for _, r := range sortedKeys(roots) {
+		if coveredBy(r, roots) {
+			continue
+		}
+		err := walkLinked(r, masked, func(path string, key [2]uint64) {
+			if sensitive[key] != "" {
+				f.HardLinks = append(f.HardLinks, path)
+			}
+		})
+		if err != nil {
+			return linkRefusal(err, firstValue(sensitive), r)
+		}
+	}
+	sort.Strings(f.HardLinks)
+	for _, p := range f.HardLinks {
+		f.Paths[p] = statPath(p)
+	}
+	return nil
+}
+
+// linkRefusal is the one-line refusal for a hard-link scan of tree that
+// could not finish. linked is a denied file with another name when the
+// scan looked for its names, "" when it looked for denied files.
+func linkRefusal(err error, linked, tree string) error {
+	var we *WalkError
+	switch {
+	case !errors.As(err, &we):
+		return fmt.Errorf("hard-link scan of %s: %w", tree, err)
+	case linked == "" && we.Limit > 0:
+		return fmt.Errorf("hard-link scan: %w; jail cannot tell whether the files denied there have other names; deny less there or narrow the pattern", we)
+	case linked == "":
+		return fmt.Errorf("hard-link scan: %w; make it readable (chmod u+rx %s) so that jail can tell whether the denied files in it have other names", we, we.Path)
+	case we.Limit > 0:
+		return fmt.Errorf("hard-link scan: %s has another name, and there are %w to look for it in; remove the extra name (find %s -samefile %s) or run jail from a smaller directory", linked, we, tree, linked)
+	}
+	return fmt.Errorf("hard-link scan: %s has another name, and jail %w to look for it; make it readable (chmod u+rx %s) or deny the directory itself", linked, we, we.Path)
+}
+
+// firstValue is the smallest value of m, for a stable message.
+func firstValue(m map[[2]uint64]string) string {
+	first := ""
+	for _, v := range m {
+		if first == "" || v < first {
+			first = v
+		}
+	}
+	return first
 }
 
 // statPath describes one host path without following a final symlink.
@@ -117,7 +251,10 @@ func statPath(p string) PathInfo {
 		return PathInfo{}
 	}
 	in := PathInfo{Exists: true, Dir: fi.IsDir()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && syscall.Access(p, 4 /* R_OK */) != nil {
+	// A directory that is only searchable still shows the files in it
+	// whose names are known.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && syscall.Access(p, 4 /* R_OK */) != nil &&
+		(!fi.IsDir() || syscall.Access(p, 1 /* X_OK */) != nil) {
 		in.Unreadable = true
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
@@ -155,8 +292,12 @@ func resolveDir(dir string) string {
 
 // walkGlobs expands patterns with as few tree walks as possible: patterns
 // whose bases nest share the walk of the outermost base. .git directories
-// are not entered unless a pattern's base is inside one.
-func walkGlobs(patterns []string, match func(pat, path string, d fs.DirEntry)) {
+// are not entered unless a pattern's base is inside one. A directory the
+// walk cannot read is handed to unread (with the patterns that could match
+// below it) unless it is closed to the jailed process too; a walk that
+// would visit more than maxWalk entries, or a pattern based at "/", stops
+// the expansion with a *WalkError: what was not seen may match.
+func walkGlobs(patterns []string, match func(pat, path string, d fs.DirEntry), unread func(*WalkError)) error {
 	bases := map[string][]string{}
 	for _, pat := range patterns {
 		bases[GlobBase(pat)] = append(bases[GlobBase(pat)], pat)
@@ -177,46 +318,166 @@ func walkGlobs(patterns []string, match func(pat, path string, d fs.DirEntry)) {
 			}
 		}
 		if top == "/" {
-			continue // never walk the whole machine
+			return &WalkError{Patterns: pats, Path: "/", Root: true} // never walk the whole machine
 		}
-		seen := 0
-		_ = filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
+		if err := walkGlobTree(top, pats, match, unread); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walkGlobTree is one walk of walkGlobs, from top, for pats.
+func walkGlobTree(top string, pats []string, match func(pat, path string, d fs.DirEntry), unread func(*WalkError)) error {
+	seen := 0
+	return filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if closedInside(path, err) {
 				return nil
 			}
-			if seen++; seen > maxWalk {
-				return fs.SkipAll
-			}
+			var below []string
 			for _, pat := range pats {
-				if MatchPath(pat, path) {
-					match(pat, path, d)
+				if matchBelow(pat, path) {
+					below = append(below, pat)
 				}
 			}
-			if d.IsDir() && d.Name() == ".git" && path != top {
-				inside := false
-				for _, pat := range pats {
-					inside = inside || strings.Contains(GlobBase(pat)+"/", "/.git/")
-				}
-				if !inside {
-					return fs.SkipDir
-				}
+			if len(below) > 0 {
+				unread(&WalkError{Patterns: below, Path: path, Err: err})
 			}
 			return nil
-		})
+		}
+		if seen++; seen > maxWalk {
+			return &WalkError{Patterns: pats, Path: top, Limit: maxWalk}
+		}
+		for _, pat := range pats {
+			if MatchPath(pat, path) {
+				match(pat, path, d)
+			}
+		}
+		if d.IsDir() && d.Name() == ".git" && path != top {
+			inside := false
+			for _, pat := range pats {
+				inside = inside || strings.Contains(GlobBase(pat)+"/", "/.git/")
+			}
+			if !inside {
+				return fs.SkipDir
+			}
+		}
+		return nil
+	})
+}
+
+// WalkError is a tree walk that could not see everything it had to: it
+// reached the limit on entries (Limit), its base is "/" (Root), or it could
+// not read a directory that the jailed process could read or make readable
+// (Err). Patterns are the patterns that might match what was not seen.
+type WalkError struct {
+	Patterns []string
+	Path     string
+	Limit    int
+	Root     bool
+	Err      error
+}
+
+func (e *WalkError) Error() string {
+	switch {
+	case e.Limit > 0:
+		return fmt.Sprintf("more than %d entries under %s", e.Limit, e.Path)
+	case e.Root:
+		return "a glob right below / would walk the whole machine"
+	}
+	cause := e.Err
+	var pe *fs.PathError
+	if errors.As(cause, &pe) {
+		cause = pe.Err // the path is already in the message
+	}
+	return fmt.Sprintf("cannot read %s (%v)", e.Path, cause)
+}
+
+func (e *WalkError) Unwrap() error { return e.Err }
+
+// closedInside reports whether a path the walk could not read holds
+// nothing the jailed process could reach either: it no longer exists, or a
+// directory on the way (the path itself or a parent) is neither owned by
+// the user nor searchable to them. The jail runs as the same uid without
+// capabilities, so it can neither search such a directory nor chmod it.
+// As root every read succeeds, so an error as root is never a permission
+// the jail lacks too.
+func closedInside(path string, err error) bool {
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if !errors.Is(err, fs.ErrPermission) || os.Getuid() == 0 {
+		return false
+	}
+	for d := path; ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if errors.Is(err, fs.ErrPermission) && d != "/" {
+			continue // a parent closes it: look further up
+		}
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		return ok && int(st.Uid) != os.Getuid() && syscall.Access(d, 1 /* X_OK */) != nil
 	}
 }
 
+// matchBelow reports whether pattern could match a path strictly below
+// dir: some leading part of the pattern matches dir, and more of the
+// pattern is left (or it ends in "**").
+func matchBelow(pattern, dir string) bool {
+	pat := strings.Split(strings.Trim(pattern, "/"), "/")
+	segs := strings.Split(strings.Trim(dir, "/"), "/")
+	if dir == "/" {
+		segs = nil
+	}
+	// at[j]: pat[:i] matches segs[:j], for the i of the loop.
+	at := make([]bool, len(segs)+1)
+	at[0] = true
+	for i := 0; i < len(pat); i++ {
+		if at[len(segs)] {
+			return true
+		}
+		next := make([]bool, len(segs)+1)
+		for j := range at {
+			switch {
+			case !at[j]:
+			case pat[i] == "**":
+				for k := j; k <= len(segs); k++ {
+					next[k] = true
+				}
+			case j < len(segs) && segMatch(pat[i], segs[j]):
+				next[j+1] = true
+			}
+		}
+		at = next
+	}
+	return at[len(segs)] && pat[len(pat)-1] == "**"
+}
+
 // walkLinked calls fn with each regular file at or below root that has
-// more than one hard link, and its inode, visiting at most limit entries and
-// passing over what cannot be read.
-func walkLinked(root string, limit int, fn func(path string, key [2]uint64)) {
+// more than one hard link, and its inode, passing over the directories
+// skip names (nil: none). It fails with a *WalkError when root holds more
+// than maxWalk entries or a directory the jailed process could read or
+// make readable cannot be read: a hard link there would be missed.
+func walkLinked(root string, skip func(string) bool, fn func(path string, key [2]uint64)) error {
 	seen := 0
-	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if skip != nil && path != root && skip(path) {
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
 			return nil
 		}
-		if seen++; seen > limit {
-			return fs.SkipAll
+		if err != nil {
+			if closedInside(path, err) {
+				return nil
+			}
+			return &WalkError{Path: path, Err: err}
+		}
+		if seen++; seen > maxWalk {
+			return &WalkError{Path: root, Limit: maxWalk}
 		}
 		if d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
@@ -252,8 +513,10 @@ func HomeDir() (string, error) {
 
 // Created returns the delayed-escape paths the command created: protected
 // paths that did not exist when the jail started, so could not be bound
-// read-only. jail warns about them after the command exits.
-func Created(p *Plan) []string {
+// read-only. jail warns about them after the command exits. The error says
+// what it could not look through (a walk limit, an unreadable directory):
+// the command may have created more there.
+func Created(p *Plan) ([]string, error) {
 	var out []string
 	for _, m := range p.Missing {
 		if _, err := os.Lstat(m); err == nil {
@@ -264,14 +527,22 @@ func Created(p *Plan) []string {
 	for _, e := range p.Existing {
 		existing[e] = true
 	}
-	walkGlobs(p.WatchGlobs, func(pat, path string, d fs.DirEntry) {
+	var unread error
+	err := walkGlobs(p.WatchGlobs, func(pat, path string, d fs.DirEntry) {
 		if !existing[path] {
 			existing[path] = true
 			out = append(out, path)
 		}
+	}, func(e *WalkError) {
+		if unread == nil {
+			unread = e
+		}
 	})
+	if err == nil {
+		err = unread
+	}
 	sort.Strings(out)
-	return out
+	return out, err
 }
 
 // StateDir is where jail keeps its decision log: $XDG_STATE_HOME/jail,
