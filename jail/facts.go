@@ -154,10 +154,13 @@ func namePattern(pol *Policy, pats []string) (list, pat string) {
 // tree cannot be scanned completely, since a missed name would show a
 // denied file.
 func (f *Facts) findHardLinks(pol *Policy) error {
+	c := &linkCensus{names: map[[2]uint64]map[string]bool{}, nlink: map[[2]uint64]uint64{}, shown: map[[2]uint64][]string{}}
 	// Inodes of denied files with more than one name, and one of the
 	// names. A glob such as ~/.ssh/** matches the directory and everything
-	// below it: each tree is walked once.
+	// below it: each tree is walked once. A directory in a denied tree
+	// that cannot be read hides which inodes are denied (blind).
 	sensitive := map[[2]uint64]string{}
+	var blind *WalkError
 	walked := map[string]bool{}
 	for _, pat := range deniedPatterns(pol, f.Home, f.CADir, f.StateDir) {
 		list := []string{pat}
@@ -169,9 +172,14 @@ func (f *Facts) findHardLinks(pol *Policy) error {
 				continue
 			}
 			walked[p] = true
-			err := walkLinked(p, nil, func(path string, key [2]uint64) {
+			err := walkLinked(p, nil, func(path string, key [2]uint64, n uint64) {
+				c.note(path, key, n, false)
 				if sensitive[key] == "" {
 					sensitive[key] = path
+				}
+			}, func(e *WalkError) {
+				if blind == nil {
+					blind = e
 				}
 			})
 			if err != nil {
@@ -179,12 +187,39 @@ func (f *Facts) findHardLinks(pol *Policy) error {
 			}
 		}
 	}
-	if len(sensitive) == 0 {
+	if len(sensitive) == 0 && blind == nil {
 		return nil
 	}
-	// Every host tree the jail shows: the project, the allowed paths,
-	// and in learning and watch modes the whole home. What the jail masks
-	// need not be searched.
+	if err := f.scanShown(pol, c); err != nil {
+		if len(sensitive) == 0 {
+			return linkRefusal(blind, "", "")
+		}
+		return linkRefusal(err, firstValue(sensitive), "")
+	}
+	for key, paths := range c.shown {
+		if sensitive[key] != "" {
+			f.HardLinks = append(f.HardLinks, paths...)
+		}
+	}
+	sort.Strings(f.HardLinks)
+	for _, p := range f.HardLinks {
+		f.Paths[p] = statPath(p)
+	}
+	// With a denied tree only partly seen, a shown file whose names are
+	// not all found may have its missing name in the part not seen.
+	if blind != nil {
+		if p := c.unaccounted(); p != "" {
+			return fmt.Errorf("hard-link scan: %s has a name jail cannot find, which may be in %w; make it readable (chmod u+rx %s) or remove the extra name", p, blind, blind.Path)
+		}
+	}
+	return nil
+}
+
+// scanShown counts the names of files with several hard links in every
+// host tree the jail shows: the project, the allowed paths, and in
+// learning and watch modes the whole home. What the jail masks need not be
+// searched. The error is a *WalkError naming the tree.
+func (f *Facts) scanShown(pol *Policy, c *linkCensus) error {
 	roots := map[string]bool{}
 	for _, r := range append(append([]string{pol.ProjectRoot}, pol.AllowRead...), pol.AllowWrite...) {
 		if !HasMeta(r) {
@@ -199,20 +234,61 @@ func (f *Facts) findHardLinks(pol *Policy) error {
 		if coveredBy(r, roots) {
 			continue
 		}
-		err := walkLinked(r, masked, func(path string, key [2]uint64) {
-			if sensitive[key] != "" {
-				f.HardLinks = append(f.HardLinks, path)
+		var unread error
+		err := walkLinked(r, masked, func(path string, key [2]uint64, n uint64) {
+			c.note(path, key, n, true)
+		}, func(e *WalkError) {
+			if unread == nil {
+				unread = e
 			}
 		})
+		if err == nil {
+			err = unread
+		}
 		if err != nil {
-			return linkRefusal(err, firstValue(sensitive), r)
+			var we *WalkError
+			if errors.As(err, &we) {
+				we.Tree = r
+			}
+			return err
 		}
 	}
-	sort.Strings(f.HardLinks)
-	for _, p := range f.HardLinks {
-		f.Paths[p] = statPath(p)
-	}
 	return nil
+}
+
+// linkCensus is what the hard-link scans found: per inode with several
+// names, the names found, the link count, and the names in shown trees.
+type linkCensus struct {
+	names map[[2]uint64]map[string]bool
+	nlink map[[2]uint64]uint64
+	shown map[[2]uint64][]string
+}
+
+func (c *linkCensus) note(path string, key [2]uint64, n uint64, shown bool) {
+	if c.names[key] == nil {
+		c.names[key] = map[string]bool{}
+	}
+	if shown && !c.names[key][path] {
+		c.shown[key] = append(c.shown[key], path)
+	}
+	c.names[key][path] = true
+	c.nlink[key] = n
+}
+
+// unaccounted returns a shown name of an inode with names the scans did
+// not find, "" when there is none.
+func (c *linkCensus) unaccounted() string {
+	first := ""
+	for key, paths := range c.shown {
+		if uint64(len(c.names[key])) < c.nlink[key] {
+			for _, p := range paths {
+				if first == "" || p < first {
+					first = p
+				}
+			}
+		}
+	}
+	return first
 }
 
 // linkRefusal is the one-line refusal for a hard-link scan of tree that
@@ -220,8 +296,11 @@ func (f *Facts) findHardLinks(pol *Policy) error {
 // scan looked for its names, "" when it looked for denied files.
 func linkRefusal(err error, linked, tree string) error {
 	var we *WalkError
+	if errors.As(err, &we) && we.Tree != "" {
+		tree = we.Tree
+	}
 	switch {
-	case !errors.As(err, &we):
+	case we == nil:
 		return fmt.Errorf("hard-link scan of %s: %w", tree, err)
 	case linked == "" && we.Limit > 0:
 		return fmt.Errorf("hard-link scan: %w; jail cannot tell whether the files denied there have other names; deny less there or narrow the pattern", we)
@@ -374,6 +453,7 @@ func walkGlobTree(top string, pats []string, match func(pat, path string, d fs.D
 type WalkError struct {
 	Patterns []string
 	Path     string
+	Tree     string // the tree a hard-link scan was searching, if any
 	Limit    int
 	Root     bool
 	Err      error
@@ -457,11 +537,12 @@ func matchBelow(pattern, dir string) bool {
 }
 
 // walkLinked calls fn with each regular file at or below root that has
-// more than one hard link, and its inode, passing over the directories
-// skip names (nil: none). It fails with a *WalkError when root holds more
-// than maxWalk entries or a directory the jailed process could read or
-// make readable cannot be read: a hard link there would be missed.
-func walkLinked(root string, skip func(string) bool, fn func(path string, key [2]uint64)) error {
+// more than one hard link, its inode and its link count, passing over the
+// directories skip names (nil: none). A directory the jailed process could
+// read or make readable but the walk cannot read goes to unread: a hard
+// link there would be missed. More than maxWalk entries stop the walk with
+// a *WalkError.
+func walkLinked(root string, skip func(string) bool, fn func(path string, key [2]uint64, nlink uint64), unread func(*WalkError)) error {
 	seen := 0
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if skip != nil && path != root && skip(path) {
@@ -471,10 +552,10 @@ func walkLinked(root string, skip func(string) bool, fn func(path string, key [2
 			return nil
 		}
 		if err != nil {
-			if closedInside(path, err) {
-				return nil
+			if !closedInside(path, err) {
+				unread(&WalkError{Path: path, Err: err})
 			}
-			return &WalkError{Path: path, Err: err}
+			return nil
 		}
 		if seen++; seen > maxWalk {
 			return &WalkError{Path: root, Limit: maxWalk}
@@ -482,7 +563,7 @@ func walkLinked(root string, skip func(string) bool, fn func(path string, key [2
 		if d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
 				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-					fn(path, [2]uint64{uint64(st.Dev), st.Ino})
+					fn(path, [2]uint64{uint64(st.Dev), st.Ino}, uint64(st.Nlink))
 				}
 			}
 		}

@@ -152,7 +152,7 @@ func contains(list []string, s string) bool {
 func TestWalkLinkedLimit(t *testing.T) {
 	_, project := walkSandbox(t, 10)
 	lowWalkLimit(t, 5)
-	err := walkLinked(project, nil, func(string, [2]uint64) {})
+	err := walkLinked(project, nil, func(string, [2]uint64, uint64) {}, func(*WalkError) {})
 	var we *WalkError
 	if !errors.As(err, &we) || we.Limit != 5 || we.Path != project {
 		t.Fatalf("walkLinked = %v, want a *WalkError at the limit", err)
@@ -162,7 +162,7 @@ func TestWalkLinkedLimit(t *testing.T) {
 	}
 	// Skipped trees are not counted.
 	lowWalkLimit(t, 5)
-	if err := walkLinked(project, func(p string) bool { return strings.HasSuffix(p, "/many") }, func(string, [2]uint64) {}); err != nil {
+	if err := walkLinked(project, func(p string) bool { return strings.HasSuffix(p, "/many") }, func(string, [2]uint64, uint64) {}, func(*WalkError) {}); err != nil {
 		t.Errorf("walkLinked skipping the big directory: %v", err)
 	}
 }
