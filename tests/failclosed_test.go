@@ -163,3 +163,39 @@ func TestFailClosedBadPattern(t *testing.T) {
 		refusal(t, r, s.Project+"/ran", `--deny-read "[!.]*": "[!.]*": "[!" is a literal "!" here; negate a class with "[^...]"`)
 	})
 }
+
+// TestFailClosedDecisionLogUnwritable: a decision log that cannot be
+// written (its directory is a file) does not stop the run, but is reported
+// once on stderr, even with both the proxy and the exec supervisor writing
+// to it and a denial to record; the command rule still holds.
+func TestFailClosedDecisionLogUnwritable(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		state := s.Base + "/state"
+		s.WriteFile(state+"/jail", "not a directory\n", 0o644)
+		s.Env = append(s.Env, "XDG_STATE_HOME="+state)
+		s.WriteFile(s.Project+"/jail.json", `{"command": {"deny": ["git push"]}}`, 0o644)
+		want := "jail: warning: decision log " + state + "/jail/decisions.jsonl: not a directory; decisions are not being recorded"
+		// With the network, the proxy and the supervisor both open the log;
+		// without it, only the supervisor (whose failure went unsaid).
+		for _, args := range [][]string{nil, {"--no-network"}} {
+			r := s.Jail(append(args, "--", "sh", "-c", `git push origin main 2>/dev/null && echo PUSHED; echo ran`)...)
+			if r.Code != 0 || !strings.Contains(r.Stdout, "ran") || strings.Contains(r.Stdout, "PUSHED") {
+				t.Errorf("%q: want the command run with git push denied:\n%s", args, r)
+			}
+			n := 0
+			for _, l := range jailLines(r.Stderr) {
+				if strings.Contains(l, "decision log") {
+					n++
+					if l != want {
+						t.Errorf("%q: warning %q, want %q", args, l, want)
+					}
+				}
+			}
+			if n != 1 {
+				t.Errorf("%q: %d warnings about the decision log, want 1:\n%s", args, n, r)
+			}
+		}
+	})
+}
