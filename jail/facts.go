@@ -24,6 +24,9 @@ var maxWalk = 1_000_000
 // protections, the state of every path of interest, glob matches, and the
 // hard links that would let a denied file be read under another name.
 func Gather(pol *Policy, home, cwd string) (*Facts, error) {
+	if err := checkLiteralDirs(pol.ProjectRoot, home, cwd); err != nil {
+		return nil, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding the jail binary: %w", err)
@@ -64,6 +67,18 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// checkLiteralDirs refuses a project, home or working directory whose name
+// has glob characters: the paths jail builds under it (".env", ".git/hooks")
+// would be taken for patterns and match other files, or none.
+func checkLiteralDirs(root, home, cwd string) error {
+	for _, d := range []struct{ what, path string }{{"project directory", root}, {"home directory", home}, {"working directory", cwd}} {
+		if HasMeta(d.path) {
+			return fmt.Errorf("the %s %s has a glob character (*, ? or [) in its name, so jail cannot tell the paths under it from patterns; rename it or run jail from a directory without them", d.what, d.path)
+		}
+	}
+	return nil
 }
 
 // expandGlobs fills f.Matches. It fails when a walk could not see all that

@@ -211,3 +211,36 @@ func TestMatchBelow(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherRefusesGlobInDirName: a project directory named like a glob
+// would turn ".git/hooks" and ".env" under it into patterns that match
+// other paths (proj1/.git/hooks) or none: jail refuses instead.
+func TestGatherRefusesGlobInDirName(t *testing.T) {
+	home, _ := walkSandbox(t, 0)
+	project := filepath.Join(filepath.Dir(home), "proj[1]")
+	if err := os.MkdirAll(project+"/.git/hooks", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Gather(&Policy{ProjectRoot: project}, home, project)
+	if err == nil || !strings.HasPrefix(err.Error(), "the project directory "+project+" has a glob character") {
+		t.Fatalf("Gather: %v", err)
+	}
+}
+
+// TestLinkCensusUnaccounted: with a denied tree partly unreadable, a shown
+// file some of whose names were not found may be linked to a denied file.
+func TestLinkCensusUnaccounted(t *testing.T) {
+	c := &linkCensus{names: map[[2]uint64]map[string]bool{}, nlink: map[[2]uint64]uint64{}, shown: map[[2]uint64][]string{}}
+	c.note("/home/u/.ssh/id", [2]uint64{1, 1}, 2, false)
+	c.note("/p/id-link", [2]uint64{1, 1}, 2, true)
+	c.note("/p/a", [2]uint64{1, 2}, 2, true)
+	c.note("/p/b", [2]uint64{1, 2}, 2, true)
+	if p := c.unaccounted(); p != "" {
+		t.Fatalf("every name found, unaccounted = %q", p)
+	}
+	c.note("/p/z", [2]uint64{1, 3}, 2, true) // its other name is nowhere scanned
+	c.note("/home/u/.ssh/only", [2]uint64{1, 4}, 3, false)
+	if p := c.unaccounted(); p != "/p/z" {
+		t.Fatalf("unaccounted = %q, want /p/z (a shown file with a name not found)", p)
+	}
+}

@@ -199,3 +199,23 @@ func TestFailClosedDecisionLogUnwritable(t *testing.T) {
 		}
 	})
 }
+
+// TestFailClosedGlobInProjectName: in a project directory named like a
+// glob, the paths jail protects under it (.git/hooks) would be taken for
+// patterns matching other paths, and a hook written from inside would run
+// at the next unjailed commit. jail refuses instead; nothing is written.
+func TestFailClosedGlobInProjectName(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		project := s.Base + "/proj[1]"
+		s.WriteFile(project+"/README.md", "# project\n", 0o644)
+		s.Host("git", "init", "-q", project)
+		hook := project + "/.git/hooks/pre-commit"
+		r := s.JailIn(project, "", "--", "sh", "-c", `printf '#!/bin/sh\ntouch /tmp/owned\n' > .git/hooks/pre-commit; touch ran`)
+		refusal(t, r, project+"/ran", "jail: the project directory "+project+" has a glob character (*, ? or [) in its name")
+		if _, err := os.Lstat(hook); err == nil {
+			t.Errorf("a git hook was written from inside the jail: %s", hook)
+		}
+	})
+}
