@@ -315,6 +315,15 @@ func (d *decoder) validate(root *jsonc.Node, c *Config) error {
 		}
 		return nil
 	}
+	// A path pattern the matcher cannot honour exactly would mask or
+	// protect less than it says: refuse it here, with its position.
+	for _, key := range [][2]string{{"filesystem", "allowRead"}, {"filesystem", "allowWrite"}, {"filesystem", "denyRead"}, {"filesystem", "denyWrite"}, {"secrets", "files"}} {
+		for _, it := range items(key[:]...) {
+			if err := CheckPattern(it.Str); err != nil {
+				return d.errAt(it.Start, "%q entry %q: %v", key[1], it.Str, err)
+			}
+		}
+	}
 	for _, it := range items("extends") {
 		if strings.ContainsAny(it.Str, "/\\") {
 			return d.errAt(it.Start, "profile name %q must not contain a slash", it.Str)

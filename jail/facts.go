@@ -12,15 +12,23 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/jailsh/jail/jail/credstores"
 )
 
-// maxWalk bounds how many entries one glob expansion visits.
-const maxWalk = 1_000_000
+// maxWalk bounds how many entries one tree walk visits: the expansion of
+// globs sharing a base, or one hard-link scan. A walk that needs more fails
+// and jail refuses to run, since what it did not see may need masking. A
+// variable so that tests can lower it.
+var maxWalk = 1_000_000
 
 // Gather collects the facts Build needs for a policy: the machine's
 // protections, the state of every path of interest, glob matches, and the
 // hard links that would let a denied file be read under another name.
 func Gather(pol *Policy, home, cwd string) (*Facts, error) {
+	if err := checkLiteralDirs(pol.ProjectRoot, home, cwd); err != nil {
+		return nil, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding the jail binary: %w", err)
@@ -58,61 +66,294 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 	for _, p := range paths {
 		f.Paths[p] = statPath(p)
 	}
-	walkGlobs(patterns, func(pat, path string, d fs.DirEntry) {
+	if err := f.expandGlobs(pol, patterns); err != nil {
+		return nil, err
+	}
+	statGuardFacts(f, pol.ProjectRoot)
+	if err := f.findHardLinks(pol); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkLiteralDirs refuses a project, home or working directory whose name
+// has glob characters: the paths jail builds under it (".env", ".git/hooks")
+// would be taken for patterns and match other files, or none.
+func checkLiteralDirs(root, home, cwd string) error {
+	for _, d := range []struct{ what, path string }{{"project directory", root}, {"home directory", home}, {"working directory", cwd}} {
+		if HasMeta(d.path) {
+			return fmt.Errorf("the %s %s has a glob character (*, ? or [) in its name, so jail cannot tell the paths under it from patterns; rename it or run jail from a directory without them", d.what, d.path)
+		}
+	}
+	return nil
+}
+
+// expandGlobs fills f.Matches. It fails when a walk could not see all that
+// a pattern may match, unless what it missed lies under a path the jail
+// masks anyway.
+func (f *Facts) expandGlobs(pol *Policy, patterns []string) error {
+	var unread []*WalkError
+	err := walkGlobs(patterns, func(pat, path string, d fs.DirEntry) {
 		f.Matches[pat] = append(f.Matches[pat], path)
 		f.Paths[path] = statPath(path)
-	})
+	}, func(e *WalkError) { unread = append(unread, e) })
+	if err != nil {
+		return globRefusal(pol, err)
+	}
 	for _, pat := range patterns {
 		sort.Strings(f.Matches[pat])
 		f.Matches[pat] = union(nil, f.Matches[pat])
 	}
-	statGuardFacts(f, pol.ProjectRoot)
-	// Inodes of denied files with more than one name. A glob such as
-	// ~/.ssh/** matches the directory and everything below it: each tree
-	// is walked once.
-	sensitive := map[[2]uint64]bool{}
+	masked := f.masked(pol)
+	for _, e := range unread {
+		if !masked(e.Path) {
+			return globRefusal(pol, e)
+		}
+	}
+	return nil
+}
+
+// masked reports whether a host path is at or below a path the jail masks:
+// a denied path, or a match of a denied glob (f.Matches must be filled).
+func (f *Facts) masked(pol *Policy) func(string) bool {
+	set := map[string]bool{}
+	for _, pat := range deniedPatterns(pol, f.Home, f.CADir, f.StateDir) {
+		if !HasMeta(pat) {
+			set[pat] = true
+		}
+		for _, m := range f.Matches[pat] {
+			set[m] = true
+		}
+	}
+	return func(p string) bool { return set[p] || coveredBy(p, set) }
+}
+
+// globRefusal is the one-line refusal for a glob jail could not expand
+// completely: it names the pattern (as the policy lists it) and the fix.
+func globRefusal(pol *Policy, err error) error {
+	var we *WalkError
+	if !errors.As(err, &we) {
+		return fmt.Errorf("expanding globs: %w", err)
+	}
+	list, pat := namePattern(pol, we.Patterns)
+	switch {
+	case we.Limit > 0 && list == "protected path":
+		return fmt.Errorf("%s %q: %w; run jail from a smaller directory", list, pat, we)
+	case we.Limit > 0:
+		return fmt.Errorf("%s %q: %w; narrow the pattern or deny the directory itself", list, pat, we)
+	case we.Root:
+		return fmt.Errorf("%s %q: %w; start the pattern with a directory", list, pat, we)
+	}
+	return fmt.Errorf("%s %q: %w; make it readable (chmod u+rx %s) or deny the directory itself", list, pat, we, we.Path)
+}
+
+// namePattern picks the pattern a refusal names, the user's own lists
+// first, and the list it comes from.
+func namePattern(pol *Policy, pats []string) (list, pat string) {
+	for _, l := range []struct {
+		name string
+		pats []string
+	}{
+		{"denyRead", pol.DenyRead}, {"secrets.files", pol.Secrets.Files}, {"denyWrite", pol.DenyWrite},
+		{"allowRead", pol.AllowRead}, {"allowWrite", pol.AllowWrite},
+	} {
+		for _, p := range pats {
+			for _, q := range l.pats {
+				if p == q {
+					return l.name, p
+				}
+			}
+		}
+	}
+	if len(pats) == 0 {
+		return "protected path", ""
+	}
+	return "protected path", pats[0]
+}
+
+// findHardLinks fills f.HardLinks: the other names, in the trees the jail
+// shows, of denied files with more than one hard link. It fails when a
+// tree cannot be scanned completely, since a missed name would show a
+// denied file.
+func (f *Facts) findHardLinks(pol *Policy) error {
+	c := &linkCensus{names: map[[2]uint64]map[string]bool{}, nlink: map[[2]uint64]uint64{}, shown: map[[2]uint64][]string{}}
+	// Inodes of denied files with more than one name, and one of the
+	// names. A glob such as ~/.ssh/** matches the directory and everything
+	// below it: each tree is walked once. A directory in a denied tree
+	// that cannot be read hides which inodes are denied (blind).
+	sensitive := map[[2]uint64]string{}
+	var blind *WalkError
 	walked := map[string]bool{}
-	for _, pat := range deniedPatterns(pol, home, f.CADir, f.StateDir) {
+	for _, pat := range deniedPatterns(pol, f.Home, f.CADir, f.StateDir) {
 		list := []string{pat}
 		if HasMeta(pat) {
 			list = f.Matches[pat]
 		}
 		for _, p := range list {
-			if walked[p] || coveredBy(p, walked) {
+			if walked[p] || coveredBy(p, walked) || bulkStore(p, f.Home) {
 				continue
 			}
 			walked[p] = true
-			walkLinked(p, 10_000, func(_ string, key [2]uint64) { sensitive[key] = true })
-		}
-	}
-	if len(sensitive) > 0 {
-		// Every host tree the jail shows: the project, the allowed paths,
-		// and in learning and watch modes the whole home.
-		roots := map[string]bool{}
-		for _, r := range append(append([]string{pol.ProjectRoot}, pol.AllowRead...), pol.AllowWrite...) {
-			if !HasMeta(r) {
-				roots[r] = true
-			}
-		}
-		if pol.Mode != "" {
-			roots[home] = true
-		}
-		for r := range roots {
-			if coveredBy(r, roots) {
-				continue
-			}
-			walkLinked(r, maxWalk, func(path string, key [2]uint64) {
-				if sensitive[key] {
-					f.HardLinks = append(f.HardLinks, path)
+			err := walkLinked(p, nil, func(path string, key [2]uint64, n uint64) {
+				c.note(path, key, n, false)
+				if sensitive[key] == "" {
+					sensitive[key] = path
+				}
+			}, func(e *WalkError) {
+				if blind == nil {
+					blind = e
 				}
 			})
-		}
-		sort.Strings(f.HardLinks)
-		for _, p := range f.HardLinks {
-			f.Paths[p] = statPath(p)
+			if err != nil {
+				return linkRefusal(err, "", p)
+			}
 		}
 	}
-	return f, nil
+	if len(sensitive) == 0 && blind == nil {
+		return nil
+	}
+	if err := f.scanShown(pol, c); err != nil {
+		if len(sensitive) == 0 {
+			return linkRefusal(blind, "", "")
+		}
+		return linkRefusal(err, firstValue(sensitive), "")
+	}
+	for key, paths := range c.shown {
+		if sensitive[key] != "" {
+			f.HardLinks = append(f.HardLinks, paths...)
+		}
+	}
+	sort.Strings(f.HardLinks)
+	for _, p := range f.HardLinks {
+		f.Paths[p] = statPath(p)
+	}
+	// With a denied tree only partly seen, a shown file whose names are
+	// not all found may have its missing name in the part not seen.
+	if blind != nil {
+		if p := c.unaccounted(); p != "" {
+			return fmt.Errorf("hard-link scan: %s has a name jail cannot find, which may be in %w; make it readable (chmod u+rx %s) or remove the extra name", p, blind, blind.Path)
+		}
+	}
+	return nil
+}
+
+// scanShown counts the names of files with several hard links in every
+// host tree the jail shows: the project, the allowed paths, and in
+// learning and watch modes the whole home. What the jail masks need not be
+// searched. The error is a *WalkError naming the tree.
+func (f *Facts) scanShown(pol *Policy, c *linkCensus) error {
+	roots := map[string]bool{}
+	for _, r := range append(append([]string{pol.ProjectRoot}, pol.AllowRead...), pol.AllowWrite...) {
+		if !HasMeta(r) {
+			roots[r] = true
+		}
+	}
+	if pol.Mode != "" {
+		roots[f.Home] = true
+	}
+	masked := f.masked(pol)
+	for _, r := range sortedKeys(roots) {
+		if coveredBy(r, roots) {
+			continue
+		}
+		var unread error
+		err := walkLinked(r, masked, func(path string, key [2]uint64, n uint64) {
+			c.note(path, key, n, true)
+		}, func(e *WalkError) {
+			if unread == nil {
+				unread = e
+			}
+		})
+		if err == nil {
+			err = unread
+		}
+		if err != nil {
+			var we *WalkError
+			if errors.As(err, &we) {
+				we.Tree = r
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// linkCensus is what the hard-link scans found: per inode with several
+// names, the names found, the link count, and the names in shown trees.
+type linkCensus struct {
+	names map[[2]uint64]map[string]bool
+	nlink map[[2]uint64]uint64
+	shown map[[2]uint64][]string
+}
+
+func (c *linkCensus) note(path string, key [2]uint64, n uint64, shown bool) {
+	if c.names[key] == nil {
+		c.names[key] = map[string]bool{}
+	}
+	if shown && !c.names[key][path] {
+		c.shown[key] = append(c.shown[key], path)
+	}
+	c.names[key][path] = true
+	c.nlink[key] = n
+}
+
+// unaccounted returns a shown name of an inode with names the scans did
+// not find, "" when there is none.
+func (c *linkCensus) unaccounted() string {
+	first := ""
+	for key, paths := range c.shown {
+		if uint64(len(c.names[key])) < c.nlink[key] {
+			for _, p := range paths {
+				if first == "" || p < first {
+					first = p
+				}
+			}
+		}
+	}
+	return first
+}
+
+// linkRefusal is the one-line refusal for a hard-link scan of tree that
+// could not finish. linked is a denied file with another name when the
+// scan looked for its names, "" when it looked for denied files.
+func linkRefusal(err error, linked, tree string) error {
+	var we *WalkError
+	if errors.As(err, &we) && we.Tree != "" {
+		tree = we.Tree
+	}
+	switch {
+	case we == nil:
+		return fmt.Errorf("hard-link scan of %s: %w", tree, err)
+	case linked == "" && we.Limit > 0:
+		return fmt.Errorf("hard-link scan: %w; jail cannot tell whether the files denied there have other names; deny less there or narrow the pattern", we)
+	case linked == "":
+		return fmt.Errorf("hard-link scan: %w; make it readable (chmod u+rx %s) so that jail can tell whether the denied files in it have other names", we, we.Path)
+	case we.Limit > 0:
+		return fmt.Errorf("hard-link scan: %s has another name, and there are %w to look for it in; remove the extra name (find %s -samefile %s) or run jail from a smaller directory", linked, we, tree, linked)
+	}
+	return fmt.Errorf("hard-link scan: %s has another name, and jail %w to look for it; make it readable (chmod u+rx %s) or deny the directory itself", linked, we, we.Path)
+}
+
+// firstValue is the smallest value of m, for a stable message.
+func firstValue(m map[[2]uint64]string) string {
+	first := ""
+	for _, v := range m {
+		if first == "" || v < first {
+			first = v
+		}
+	}
+	return first
+}
+
+// bulkStore reports whether p is one of the credential stores masked whole
+// without a search for other names of their files (credstores.Bulk).
+func bulkStore(p, home string) bool {
+	for _, b := range credstores.Bulk {
+		if under(p, filepath.Join(home, b)) {
+			return true
+		}
+	}
+	return false
 }
 
 // statGuardFacts stats what guarding the glob matches needs: the
@@ -145,7 +386,10 @@ func statPath(p string) PathInfo {
 		return PathInfo{}
 	}
 	in := PathInfo{Exists: true, Dir: fi.IsDir()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && syscall.Access(p, 4 /* R_OK */) != nil {
+	// A directory that is only searchable still shows the files in it
+	// whose names are known.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && syscall.Access(p, 4 /* R_OK */) != nil &&
+		(!fi.IsDir() || syscall.Access(p, 1 /* X_OK */) != nil) {
 		in.Unreadable = true
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
@@ -183,8 +427,12 @@ func resolveDir(dir string) string {
 
 // walkGlobs expands patterns with as few tree walks as possible: patterns
 // whose bases nest share the walk of the outermost base. .git directories
-// are not entered unless a pattern's base is inside one.
-func walkGlobs(patterns []string, match func(pat, path string, d fs.DirEntry)) {
+// are not entered unless a pattern's base is inside one. A directory the
+// walk cannot read is handed to unread (with the patterns that could match
+// below it) unless it is closed to the jailed process too; a walk that
+// would visit more than maxWalk entries, or a pattern based at "/", stops
+// the expansion with a *WalkError: what was not seen may match.
+func walkGlobs(patterns []string, match func(pat, path string, d fs.DirEntry), unread func(*WalkError)) error {
 	bases := map[string][]string{}
 	for _, pat := range patterns {
 		bases[GlobBase(pat)] = append(bases[GlobBase(pat)], pat)
@@ -205,51 +453,185 @@ func walkGlobs(patterns []string, match func(pat, path string, d fs.DirEntry)) {
 			}
 		}
 		if top == "/" {
-			continue // never walk the whole machine
+			return &WalkError{Patterns: pats, Path: "/", Root: true} // never walk the whole machine
 		}
-		seen := 0
-		_ = filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
+		if err := walkGlobTree(top, pats, match, unread); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walkGlobTree is one walk of walkGlobs, from top, for pats.
+func walkGlobTree(top string, pats []string, match func(pat, path string, d fs.DirEntry), unread func(*WalkError)) error {
+	seen := 0
+	return filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if closedInside(path, err) {
 				return nil
 			}
-			if seen++; seen > maxWalk {
-				return fs.SkipAll
-			}
+			var below []string
 			for _, pat := range pats {
-				if MatchPath(pat, path) {
-					match(pat, path, d)
+				if matchBelow(pat, path) {
+					below = append(below, pat)
 				}
 			}
-			if d.IsDir() && d.Name() == ".git" && path != top {
-				inside := false
-				for _, pat := range pats {
-					inside = inside || strings.Contains(GlobBase(pat)+"/", "/.git/")
-				}
-				if !inside {
-					return fs.SkipDir
-				}
+			if len(below) > 0 {
+				unread(&WalkError{Patterns: below, Path: path, Err: err})
 			}
 			return nil
-		})
+		}
+		if seen++; seen > maxWalk {
+			return &WalkError{Patterns: pats, Path: top, Limit: maxWalk}
+		}
+		for _, pat := range pats {
+			if MatchPath(pat, path) {
+				match(pat, path, d)
+			}
+		}
+		if d.IsDir() && path != top && inGitDir(path) && !gitDirWanted(path, pats) {
+			return fs.SkipDir
+		}
+		return nil
+	})
+}
+
+// inGitDir reports whether p is a .git directory or lies in one.
+func inGitDir(p string) bool {
+	return filepath.Base(p) == ".git" || strings.Contains(p, "/.git/")
+}
+
+// gitDirWanted reports whether a walk must enter dir, a .git directory or
+// one in it: only on the way to, or below, a pattern's base that lies in
+// it (.git/modules/*/hooks), never through objects and refs.
+func gitDirWanted(dir string, pats []string) bool {
+	for _, pat := range pats {
+		b := GlobBase(pat)
+		if inGitDir(b) && (under(b, dir) || under(dir, b)) && matchBelow(pat, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// WalkError is a tree walk that could not see everything it had to: it
+// reached the limit on entries (Limit), its base is "/" (Root), or it could
+// not read a directory that the jailed process could read or make readable
+// (Err). Patterns are the patterns that might match what was not seen.
+type WalkError struct {
+	Patterns []string
+	Path     string
+	Tree     string // the tree a hard-link scan was searching, if any
+	Limit    int
+	Root     bool
+	Err      error
+}
+
+func (e *WalkError) Error() string {
+	switch {
+	case e.Limit > 0:
+		return fmt.Sprintf("more than %d entries under %s", e.Limit, e.Path)
+	case e.Root:
+		return "a glob right below / would walk the whole machine"
+	}
+	cause := e.Err
+	var pe *fs.PathError
+	if errors.As(cause, &pe) {
+		cause = pe.Err // the path is already in the message
+	}
+	return fmt.Sprintf("cannot read %s (%v)", e.Path, cause)
+}
+
+func (e *WalkError) Unwrap() error { return e.Err }
+
+// closedInside reports whether a path the walk could not read holds
+// nothing the jailed process could reach either: it no longer exists, or a
+// directory on the way (the path itself or a parent) is neither owned by
+// the user nor searchable to them. The jail runs as the same uid without
+// capabilities, so it can neither search such a directory nor chmod it.
+// As root every read succeeds, so an error as root is never a permission
+// the jail lacks too.
+func closedInside(path string, err error) bool {
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if !errors.Is(err, fs.ErrPermission) || os.Getuid() == 0 {
+		return false
+	}
+	for d := path; ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if errors.Is(err, fs.ErrPermission) && d != "/" {
+			continue // a parent closes it: look further up
+		}
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		return ok && int(st.Uid) != os.Getuid() && syscall.Access(d, 1 /* X_OK */) != nil
 	}
 }
 
+// matchBelow reports whether pattern could match a path strictly below
+// dir: some leading part of the pattern matches dir, and more of the
+// pattern is left (or it ends in "**").
+func matchBelow(pattern, dir string) bool {
+	pat := strings.Split(strings.Trim(pattern, "/"), "/")
+	segs := strings.Split(strings.Trim(dir, "/"), "/")
+	if dir == "/" {
+		segs = nil
+	}
+	// at[j]: pat[:i] matches segs[:j], for the i of the loop.
+	at := make([]bool, len(segs)+1)
+	at[0] = true
+	for i := 0; i < len(pat); i++ {
+		if at[len(segs)] {
+			return true
+		}
+		next := make([]bool, len(segs)+1)
+		for j := range at {
+			switch {
+			case !at[j]:
+			case pat[i] == "**":
+				for k := j; k <= len(segs); k++ {
+					next[k] = true
+				}
+			case j < len(segs) && segMatch(pat[i], segs[j]):
+				next[j+1] = true
+			}
+		}
+		at = next
+	}
+	return at[len(segs)] && pat[len(pat)-1] == "**"
+}
+
 // walkLinked calls fn with each regular file at or below root that has
-// more than one hard link, and its inode, visiting at most limit entries and
-// passing over what cannot be read.
-func walkLinked(root string, limit int, fn func(path string, key [2]uint64)) {
+// more than one hard link, its inode and its link count, passing over the
+// directories skip names (nil: none). A directory the jailed process could
+// read or make readable but the walk cannot read goes to unread: a hard
+// link there would be missed. More than maxWalk entries stop the walk with
+// a *WalkError.
+func walkLinked(root string, skip func(string) bool, fn func(path string, key [2]uint64, nlink uint64), unread func(*WalkError)) error {
 	seen := 0
-	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if skip != nil && path != root && skip(path) {
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
 			return nil
 		}
-		if seen++; seen > limit {
-			return fs.SkipAll
+		if err != nil {
+			if !closedInside(path, err) {
+				unread(&WalkError{Path: path, Err: err})
+			}
+			return nil
+		}
+		if seen++; seen > maxWalk {
+			return &WalkError{Path: root, Limit: maxWalk}
 		}
 		if d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
 				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-					fn(path, [2]uint64{uint64(st.Dev), st.Ino})
+					fn(path, [2]uint64{uint64(st.Dev), st.Ino}, uint64(st.Nlink))
 				}
 			}
 		}
@@ -279,10 +661,12 @@ func HomeDir() (string, error) {
 }
 
 // Created returns the delayed-escape paths the command created that no
-// placeholder could hold: new matches of protected globs (a jail.json or
-// a .git in a new directory). jail warns about them after the command
-// exits.
-func Created(p *Plan) []string {
+// placeholder could hold: protected paths held only when present, and new
+// matches of protected globs (a jail.json or a .git in a new directory).
+// jail warns about them after the command exits. The error says what it
+// could not look through (a walk limit, an unreadable directory): the
+// command may have created more there.
+func Created(p *Plan) ([]string, error) {
 	var out []string
 	for _, m := range p.WatchNew {
 		if _, err := os.Lstat(m); err == nil {
@@ -293,14 +677,22 @@ func Created(p *Plan) []string {
 	for _, e := range p.Existing {
 		existing[e] = true
 	}
-	walkGlobs(p.WatchGlobs, func(pat, path string, d fs.DirEntry) {
+	var unread error
+	err := walkGlobs(p.WatchGlobs, func(pat, path string, d fs.DirEntry) {
 		if !existing[path] {
 			existing[path] = true
 			out = append(out, path)
 		}
+	}, func(e *WalkError) {
+		if unread == nil {
+			unread = e
+		}
 	})
+	if err == nil {
+		err = unread
+	}
 	sort.Strings(out)
-	return out
+	return out, err
 }
 
 // StateDir is where jail keeps its decision log: $XDG_STATE_HOME/jail,

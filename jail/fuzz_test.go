@@ -25,6 +25,12 @@ func FuzzParseConfig(f *testing.F) {
 		`{}`,
 		"\xef\xbb\xbf// c\n{/* c */\"extends\": [\"a\",],}",
 		`{"network": {"allow": ["x.com:443", "*.x.com", "[::1]:8080"], "unknown": "allow", "hosts": {"a.test": "127.0.0.1:1"}}}`,
+		// Patterns the matcher cannot honour: each must be a positioned error.
+		`{"filesystem": {"denyRead": ["secrets/[a-"]}}`,
+		"{\n\"filesystem\": {\"denyWrite\": [\"ok\", \"foo**\"]}}",
+		`{"filesystem": {"allowRead": ["src/*/../x"], "allowWrite": ["/*"]}}`,
+		`{"secrets": {"files": ["[!.]env", "a*\\"]}}`,
+		`{"filesystem": {"denyRead": ["[z-a]", "[^]", "x/**y"]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -205,6 +211,48 @@ func FuzzMatchPath(f *testing.F) {
 		clean := func(p string) bool { return strings.HasPrefix(p, "/") && filepath.Clean(p) == p }
 		if got && clean(pattern) && clean(path) && !under(path, base) {
 			t.Fatalf("MatchPath(%q, %q) is true but the path is not under GlobBase = %q", pattern, path, base)
+		}
+	})
+}
+
+// FuzzCheckPattern checks that CheckPattern never panics and that a
+// pattern it accepts is one MatchPath honours: no segment makes
+// filepath.Match fail (which MatchPath would read as "no match"), and "**"
+// appears only as a whole segment.
+//
+//	go test -run XXX -fuzz FuzzCheckPattern -fuzztime 20s ./jail/
+func FuzzCheckPattern(f *testing.F) {
+	for _, s := range [][2]string{
+		{"secrets/[a-", "secrets/a"},
+		{"foo**", "foo"},
+		{"[!.]*", "!x"},
+		{"a*\\", "ab"},
+		{"[\\]]x", "]x"},
+		{"[^a-c]?", "dz"},
+		{"**/*.pem", "a/b.pem"},
+		{"x/[a-z0-9_]*.key", "x/k.key"},
+		{"[\\", "a"},
+		{"[]a]", "a"},
+		{"[é-ü]", "ö"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, name string) {
+		if CheckPattern(pattern) != nil || !HasMeta(pattern) {
+			return
+		}
+		for _, seg := range strings.Split(pattern, "/") {
+			if seg != "**" && strings.Contains(seg, "**") {
+				t.Fatalf("CheckPattern(%q) accepted %q, which has \"**\" inside a segment", pattern, seg)
+			}
+			if !HasMeta(seg) {
+				continue
+			}
+			for _, n := range []string{name, seg, "", "a", "!", "-", "]", "\\"} {
+				if _, err := filepath.Match(seg, n); err != nil {
+					t.Fatalf("CheckPattern(%q) accepted segment %q, but filepath.Match(%q, %q): %v", pattern, seg, seg, n, err)
+				}
+			}
 		}
 	})
 }

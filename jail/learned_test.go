@@ -141,3 +141,12 @@ func TestLearnedName(t *testing.T) {
 		}
 	}
 }
+
+// Every store masked without a search for other names is a store.
+func TestBulkStoresAreStores(t *testing.T) {
+	for _, b := range credstores.Bulk {
+		if !strings.HasSuffix(b, "/") || !credstores.IsHomeStore(strings.TrimSuffix(b, "/")) {
+			t.Errorf("%s is in Bulk but not a directory store of Home", b)
+		}
+	}
+}

@@ -78,9 +78,9 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret) 
 			return fmt.Errorf("loading the jail CA in %s: %w", n.CADir, err)
 		}
 	}
-	if ns.log, err = proxy.OpenLog(n.StateDir); err != nil {
-		return fmt.Errorf("opening the decision log in %s: %w", n.StateDir, err)
-	}
+	// The log is a record, not the boundary: without it the run goes on,
+	// warned on stderr.
+	ns.log = proxy.OpenLogOrWarn(n.StateDir, os.Stderr)
 	ns.srv, err = proxy.New(proxy.Config{
 		Rules: proxy.Rules{
 			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Unknown: n.Rules.Unknown,

@@ -173,6 +173,16 @@ func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(strin
 			return nil, "", fmt.Errorf("--allow-domain/--deny-domain: %w", err)
 		}
 	}
+	for _, fl := range []struct {
+		name  string
+		paths []string
+	}{{"--allow-read", opts.AllowRead}, {"--allow-write", opts.AllowWrite}, {"--deny-read", opts.DenyRead}} {
+		for _, p := range fl.paths {
+			if err := CheckPattern(p); err != nil {
+				return nil, "", fmt.Errorf("%s %q: %w", fl.name, p, err)
+			}
+		}
+	}
 	for _, p := range append(append([]int{}, opts.Publish...), opts.Forward...) {
 		if p < 1 || p > 65535 {
 			return nil, "", fmt.Errorf("--publish/--forward: %d is not a port (1-65535)", p)

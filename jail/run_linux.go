@@ -153,10 +153,8 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		closeAfterFork = append(closeAfterFork, notifyJail)
 		var log *proxy.Log
 		if len(plan.CommandDeny) > 0 {
-			log, _ = proxy.OpenLog(plan.StateDir) // denials are logged when the log can be opened
-			if log != nil {
-				defer log.Close()
-			}
+			log = proxy.OpenLogOrWarn(plan.StateDir, stderr) // a log that cannot be written is reported
+			defer log.Close()
 		}
 		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, plan.Session, log)
 		if spec.Trace {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,22 +52,53 @@ const logFile = "decisions.jsonl"
 // Log appends entries to dir/decisions.jsonl. Each entry is one write(2)
 // to a file opened with O_APPEND, so writers in several processes never
 // interleave within a line.
+//
+// The log is a record, not a boundary: a write that fails (a full disk, a
+// removed directory) does not stop the jail, but it is reported once per
+// burst of failures on the Log's warning writer, so that missing records
+// are never a surprise.
 type Log struct {
-	mu sync.Mutex
-	f  *os.File
+	mu     sync.Mutex
+	f      *os.File
+	dir    string
+	path   string
+	warn   io.Writer
+	closed bool
 }
 
 // OpenLog opens (creating mode 0600, in dir created mode 0700) the
-// decision log in dir for appending.
+// decision log in dir for appending. Write failures are reported on
+// stderr.
 func OpenLog(dir string) (*Log, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating log directory: %w", err)
+	l := &Log{dir: dir, path: filepath.Join(dir, logFile), warn: os.Stderr}
+	if err := l.open(); err != nil {
+		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, logFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	return l, nil
+}
+
+// OpenLogOrWarn is OpenLog for a run that goes on without its record: when
+// the log cannot be opened it says so once on warn and returns a Log that
+// tries again at each write, reporting the next failure after a success.
+// Failures are reported on warn.
+func OpenLogOrWarn(dir string, warn io.Writer) *Log {
+	l := &Log{dir: dir, path: filepath.Join(dir, logFile), warn: warn}
+	if err := l.open(); err != nil {
+		l.failed(err)
+	}
+	return l
+}
+
+func (l *Log) open() error {
+	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		return fmt.Errorf("creating log directory: %w", err)
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("opening decision log: %w", err)
+		return fmt.Errorf("opening decision log: %w", err)
 	}
-	return &Log{f: f}, nil
+	l.f = f
+	return nil
 }
 
 // Write appends e as one line.
@@ -78,19 +110,69 @@ func (l *Log) Write(e Entry) error {
 	b = append(b, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.closed {
 		return fmt.Errorf("writing decision log: %w", os.ErrClosed)
 	}
-	if _, err := l.f.Write(b); err != nil {
-		return fmt.Errorf("writing decision log: %w", err)
+	if l.f == nil {
+		if err := l.open(); err != nil {
+			l.failed(err)
+			return err
+		}
 	}
+	if _, err := l.f.Write(b); err != nil {
+		err = fmt.Errorf("writing decision log: %w", err)
+		l.failed(err)
+		return err
+	}
+	l.recorded()
 	return nil
 }
 
-// Close closes the log; later writes fail.
+// failing holds, per log file, whether a failure to record was reported
+// and nothing was recorded since: the proxy's and the supervisor's Logs on
+// one file report one burst once.
+// n counts the entries of m, so that a write needs no lock when nothing
+// is failing.
+var failing = struct {
+	sync.Mutex
+	m map[string]bool
+	n atomic.Int32
+}{m: map[string]bool{}}
+
+// failed reports err unless this burst of failures was reported already.
+func (l *Log) failed(err error) {
+	failing.Lock()
+	defer failing.Unlock()
+	if failing.m[l.path] || l.warn == nil {
+		return
+	}
+	failing.m[l.path] = true
+	failing.n.Add(1)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the path is in the message already
+	}
+	fmt.Fprintf(l.warn, "jail: warning: decision log %s: %v; decisions are not being recorded\n", l.path, err)
+}
+
+// recorded ends a burst of failures: the next one is reported again.
+func (l *Log) recorded() {
+	if failing.n.Load() == 0 {
+		return
+	}
+	failing.Lock()
+	if failing.m[l.path] {
+		delete(failing.m, l.path)
+		failing.n.Add(-1)
+	}
+	failing.Unlock()
+}
+
+// Close closes the log; later writes fail, and are not reported.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true
 	if l.f == nil {
 		return nil
 	}

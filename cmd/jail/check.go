@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,11 +13,20 @@ import (
 )
 
 // check reports each protection the machine has or lacks, with the fix.
-// It exits non-zero when the default (strict) jail cannot run.
+// It exits non-zero when the default (strict) jail cannot run. With
+// --verbose it also lists the paths every jail masks or keeps read-only.
 func check(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintf(stderr, "jail: check takes no arguments, got %q\n", args[0])
-		return 125
+	verbose := false
+	for _, a := range args {
+		switch a {
+		case "--verbose", "-v":
+			verbose = true
+		case probeSeccompArg:
+			return probeSeccomp(stdout) // the child runSeccompProbe starts
+		default:
+			fmt.Fprintf(stderr, "jail: check takes only --verbose, got %q\n", a)
+			return 125
+		}
 	}
 	type row struct {
 		ok       bool
@@ -55,16 +66,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	} else {
 		add(false, true, "Landlock", "not available; fix: Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and landlock in the lsm= boot list, or run jail with --best-effort")
 	}
-	if jail.SeccompAvailable() {
-		add(true, true, "seccomp", "filters available")
-	} else {
-		add(false, true, "seccomp", "not available; fix: a kernel with CONFIG_SECCOMP_FILTER, or --best-effort")
-	}
-	if jail.SeccompNotifyAvailable() {
-		add(true, false, "exec supervision", "seccomp user notification (command.deny rules)")
-	} else {
-		add(false, false, "exec supervision", "no seccomp user notification; command.deny rules cannot be enforced (jail refuses configs that have them); fix: Linux >= 5.0")
-	}
+	addSeccomp(runSeccompProbe(), add)
 	if hasEBPFCaps() {
 		add(true, false, "eBPF (learning)", "CAP_BPF and CAP_PERFMON present")
 	} else {
@@ -72,6 +74,11 @@ func check(args []string, stdout, stderr io.Writer) int {
 	}
 
 	failed := false
+	defer func() {
+		if verbose {
+			printLists(stdout)
+		}
+	}()
 	for _, r := range rows {
 		mark := "ok  "
 		if !r.ok {
@@ -90,6 +97,85 @@ func check(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "\nthe default (strict) jail runs on this machine")
 	return 0
+}
+
+// seccompReport is what the probe child found; a nil error is a step that
+// worked.
+type seccompReport struct {
+	Filter  error  // loading jail's own filter for this architecture
+	Detail  string // about the filter that loaded
+	Enforce error  // the loaded filter refusing what it lists
+	Notify  error  // installing the exec supervisor's notify filter
+}
+
+var errNotReported = errors.New("not reported by the probe")
+
+// parseSeccompProbe reads the probe's lines: "STEP ok [DETAIL]" or
+// "STEP ERROR".
+func parseSeccompProbe(out string) seccompReport {
+	rep := seccompReport{Filter: errNotReported, Enforce: errNotReported, Notify: errNotReported}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		step, rest, _ := strings.Cut(sc.Text(), " ")
+		var err error
+		detail, ok := strings.CutPrefix(rest, "ok")
+		if !ok {
+			err = errors.New(rest)
+		}
+		switch step {
+		case "filter":
+			rep.Filter, rep.Detail = err, strings.TrimSpace(detail)
+		case "enforce":
+			rep.Enforce = err
+		case "notify":
+			rep.Notify = err
+		}
+	}
+	return rep
+}
+
+// addSeccomp turns the probe's report into check's rows: seccomp as every
+// jail loads it (required), and user notification for command rules.
+func addSeccomp(rep seccompReport, add func(ok, required bool, name, detail string)) {
+	switch {
+	case rep.Filter != nil:
+		add(false, true, "seccomp", fmt.Sprintf("cannot load jail's filter: %v; fix: a kernel with CONFIG_SECCOMP_FILTER, or run jail with --best-effort", rep.Filter))
+	case rep.Enforce != nil:
+		add(false, true, "seccomp", fmt.Sprintf("jail's filter loads %s but does not refuse what it lists: %v; fix: report this with the kernel version, or run jail with --best-effort", rep.Detail, rep.Enforce))
+	default:
+		add(true, true, "seccomp", fmt.Sprintf("jail's filter loads %s and refuses what it lists, foreign ABIs included", rep.Detail))
+	}
+	if rep.Notify != nil {
+		add(false, false, "exec supervision", fmt.Sprintf("no seccomp user notification (%v); command.deny rules cannot be enforced (jail refuses configs that have them); fix: Linux >= 5.0", rep.Notify))
+	} else {
+		add(true, false, "exec supervision", "seccomp user notification works (command.deny rules)")
+	}
+}
+
+// printLists prints the paths every jail masks or keeps read-only, for
+// this user's home and the project of the working directory.
+func printLists(w io.Writer) {
+	home, err := jail.HomeDir()
+	if err != nil {
+		fmt.Fprintf(w, "\n(cannot list the protected paths: %v)\n", err)
+		return
+	}
+	cwd, _ := os.Getwd()
+	_, root := jail.FindProject(cwd, home)
+	for _, l := range []struct {
+		title string
+		paths []string
+	}{
+		{"credential stores masked in every jail", jail.CredentialStores(home)},
+		{"system secrets masked in every jail", jail.SystemSecrets()},
+		{"read-only in the project " + root + " (a later, unjailed program would run what they hold)", jail.ProtectedProjectPaths(root)},
+		{"read-only in your home whenever a policy makes them writable", jail.ProtectedHomePaths(home)},
+	} {
+		fmt.Fprintf(w, "\n%s:\n", l.title)
+		for _, p := range l.paths {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+	}
 }
 
 // usernsFix names the fix for blocked user namespaces on this machine.

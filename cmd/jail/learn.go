@@ -83,25 +83,39 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "jail: the command has no name to file a learned profile under; nothing written")
 		return code
 	}
-	if code != 0 && report.Profile.Empty() && len(report.KeptDenied) == 0 {
-		fmt.Fprintf(stderr, "jail: the command exited with status %d before touching anything to learn; no profile written\n", code)
+	// A run that failed (or was killed) may have stopped before it needed
+	// what a working run needs, or needed something only because it went
+	// wrong: its profile is for the user to read, never one later runs
+	// use or jail.json gets, even with --yes.
+	review := failedProfilePath(path)
+	if code != 0 {
+		if err := proxy.WriteFileAtomic(review, report.File(name, obs.Used), 0o600); err != nil {
+			fmt.Fprintf(stderr, "jail: the command failed (exit %d); writing its learned profile for review: %v; nothing merged\n", code, err)
+			return code
+		}
+		fmt.Fprintf(stderr, "jail: the command failed (exit %d); the learned profile is written to %s for review only, not merged; rerun when it succeeds\n", code, review)
 		return code
 	}
 	if err := proxy.WriteFileAtomic(path, report.File(name, obs.Used), 0o600); err != nil {
 		fmt.Fprintf(stderr, "jail: writing the learned profile: %v\n", err)
 		return code
 	}
+	os.Remove(review) // a failed run's profile is stale once one succeeded
 	forgetAnnounced(info.home, path)
 	fmt.Fprintf(stderr, "jail: learned profile written to %s (later runs of %s use it)\n", path, name)
-	if code != 0 {
-		fmt.Fprintf(stderr, "jail: note: the command exited with status %d; the profile covers only what it did before that\n", code)
-	}
 	if report.Profile.Empty() {
 		fmt.Fprintln(stderr, "jail: it needs nothing beyond what every jail allows; nothing to merge into jail.json")
 		return code
 	}
 	offerMerge(report.Profile, info, yes, stderr)
 	return code
+}
+
+// failedProfilePath is where the profile of a failed learning run whose
+// profile would go to path is written: a directory of its own, which no
+// run reads profiles from.
+func failedProfilePath(path string) string {
+	return filepath.Join(filepath.Dir(path), "failed", filepath.Base(path))
 }
 
 // offerMerge merges the learned profile into the project's jail.json

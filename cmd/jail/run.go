@@ -305,7 +305,11 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 
 // reportCreated warns about delayed-escape paths the command created.
 func reportCreated(plan *jail.Plan, stderr io.Writer) {
-	if created := jail.Created(plan); len(created) > 0 {
+	created, err := jail.Created(plan)
+	if len(created) > 0 {
 		fmt.Fprintf(stderr, "jail: warning: the command created %s; review before an unjailed tool runs it\n", strings.Join(created, ", "))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: warning: cannot tell every protected path the command created: %v; review what it wrote before an unjailed tool runs it\n", err)
 	}
 }

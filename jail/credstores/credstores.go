@@ -40,6 +40,18 @@ var Home = []string{
 	".config/jail/ca/", ".local/state/jail/",
 }
 
+// Bulk are the stores of Home that hold tens of thousands of files
+// (browser and mail profiles, a wallet's chain, caches of cloud tools):
+// they are masked whole, but their files are not searched for other names
+// (hard links) in the trees the jail shows, which would cost a walk of
+// them at every start. Such a link is made by hand; a jailed command,
+// which cannot see these files, cannot make one.
+var Bulk = []string{
+	".mozilla/", ".thunderbird/", ".config/google-chrome/", ".config/chromium/", ".config/BraveSoftware/",
+	".config/microsoft-edge/", ".config/vivaldi/", ".config/opera/", ".local/share/evolution/", ".config/evolution/",
+	".bitcoin/", ".minikube/", ".terraform.d/",
+}
+
 // System are the secrets outside any home that only root can read: when
 // jail runs as root they are masked; for other users they are unreadable
 // already and cost nothing. Entries may hold glob characters.

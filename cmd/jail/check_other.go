@@ -1,0 +1,18 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"io"
+)
+
+const probeSeccompArg = "--probe-seccomp"
+
+var errNoSeccomp = errors.New("seccomp is a Linux feature")
+
+func runSeccompProbe() seccompReport {
+	return seccompReport{Filter: errNoSeccomp, Enforce: errNoSeccomp, Notify: errNoSeccomp}
+}
+
+func probeSeccomp(w io.Writer) int { return 125 }
