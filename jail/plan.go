@@ -95,7 +95,7 @@ func ReadOnlyHome(home string) []string {
 	for _, rel := range homeProtected {
 		out = append(out, filepath.Join(home, rel))
 	}
-	return out
+	return append(out, AgentCommandPaths(home)...)
 }
 
 // systemDeny are host files that must stay unreadable even though /etc is
@@ -146,6 +146,7 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	for _, p := range homeProtected {
 		add(filepath.Join(home, p))
 	}
+	add(agentInterest(home)...)
 	for _, p := range projectProtected {
 		add(filepath.Join(pol.ProjectRoot, p))
 	}
@@ -229,6 +230,9 @@ type Plan struct {
 	Secrets      []SecretBinding
 	SecretEnv    map[string][]string // secrets.env bindings, for names found in .env files
 	EnvFiles     []EnvFile
+	// AgentFiles are agent files shown inside as session copies and
+	// merged back after exit without their command-bearing keys.
+	AgentFiles []AgentFile
 
 	// Missing lists protected paths that did not exist at start inside a
 	// writable tree; jail checks them after the command exits.
@@ -474,6 +478,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	for _, rel := range homeProtected {
 		protectedLiteral = append(protectedLiteral, filepath.Join(f.Home, rel))
 	}
+	protectedLiteral = append(protectedLiteral, AgentCommandPaths(f.Home)...)
 	for _, pp := range protectedLiteral {
 		if HasMeta(pp) {
 			if _, w := visible(GlobBase(pp)); w {
@@ -585,6 +590,26 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: ef, Copy: cp})
 		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: ef, Why: "secrets masked"})
 	}
+
+	// Agent files the agent rewrites as it runs: a session copy wherever
+	// the jail may write the file.
+	var agentOps []Op
+	p.AgentFiles, agentOps = planAgentFiles(f.Home, f.SessionDir, func(path string) (string, string, bool) {
+		in := f.info(path)
+		dest, host := path, path
+		if in.Resolved != "" {
+			host = in.Resolved
+		}
+		b, ok := cover(path)
+		if ok && b.dest != path && host != path {
+			dest = host // a symlink in a visible tree: the jail writes its target
+			b, ok = cover(dest)
+		}
+		shut := roSet[dest] || coveredBy(dest, roSet) || maskSet[dest] || coveredBy(dest, maskSet)
+		thrownAway := p.OverlayHome != "" && b.dest == f.Home
+		return dest, host, ok && b.writable && in.Exists && !in.Dir && !in.Unreadable && !shut && !thrownAway
+	})
+	p.Ops = append(p.Ops, agentOps...)
 	return p, nil
 }
 
