@@ -28,6 +28,7 @@ var agentCommandPaths = []string{
 	// Claude Code
 	".claude/settings.json", ".claude/settings.local.json", ".claude/hooks", ".claude/plugins",
 	".claude/commands", ".claude/agents", ".claude/skills",
+	".claude/backups", // copies of ~/.claude.json Claude Code tells the user to restore
 	// OpenAI Codex
 	".codex/config.toml", ".codex/rules", ".codex/hooks.json", ".codex/hooks", ".codex/plugins",
 	// Gemini CLI
