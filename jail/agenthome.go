@@ -19,6 +19,12 @@ import (
 // user profile, learned profile, project jail.json) makes their parent
 // writable.
 //
+// Some of them the agents also rewrite to save a setting (Codex its
+// config.toml, Gemini CLI its settings.json and trustedFolders.json,
+// Claude Code its settings.json): inside, saving fails, as under the
+// built-in profiles, since their command-bearing keys are too many and too
+// nested to merge back safely.
+//
 // Not listed, because the agent must write them as it runs: ~/.claude.json
 // (shown inside as a session copy whose command-bearing keys never reach
 // the host, see agentFiles), the Codex skills Codex installs at start, and
@@ -88,14 +94,26 @@ var claudeProtected = []string{
 	"enabledPlugins", "extraKnownMarketplaces", "pluginConfigs", "sshConfigs", "primaryApiKey",
 }
 
-// agentFiles are the files shown inside as a session copy when the plan
-// makes them visible and writable: the jail writes the copy, and after
-// the command exits jail merges it into the host file three ways: keys the
-// run changed (top level, and each project's under "projects") are applied
-// to the host file's current content, so that what the host wrote
-// meanwhile stays; protected keys keep the host's value. A copy that is
-// not valid JSON is not merged; a jail killed before the merge leaves the
-// host file as it was.
+// agentFiles are the files shown inside as a session copy whenever the
+// plan makes them visible and writable, whichever layer does.
+//
+// Before the command starts, jail copies the host file into the session
+// directory and binds the copy read-write where the file is; the jail
+// reads and writes only the copy. Claude Code rewrites ~/.claude.json by
+// renaming a temporary file over it; on a bind mount the rename fails
+// with EBUSY and Claude Code writes the file in place instead, so the
+// copy needs no other arrangement.
+//
+// After the command exits, jail merges the copy into the host file three
+// ways: the keys the run changed since the copy was taken (at the top
+// level, and one by one inside each object Split names, such as each
+// project's under "projects") are applied to the host file's current
+// content, so that what the host wrote meanwhile stays; protected keys
+// keep the host's value, or its absence, at any depth. The merge runs
+// under Claude Code's own lock and replaces the host file atomically, with
+// its mode, only if it changes. A copy that is not valid JSON is not
+// merged (one warning); a jail killed before the merge leaves the host
+// file as it was, and the copy is dropped.
 var agentFiles = []agentFile{
 	{Rel: ".claude.json", Format: "json", Protected: claudeProtected, Split: []string{"projects", "projects.*"}},
 }
