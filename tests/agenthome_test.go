@@ -320,3 +320,32 @@ func TestAgentHomeClaudeCodeMCPAdd(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentHomeClaudeJSONSymlink: a ~/.claude.json kept elsewhere through
+// a symlink (a dotfiles checkout) is merged into its target, and stays a
+// symlink.
+func TestAgentHomeClaudeJSONSymlink(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		target := filepath.Join(s.Home, "dots/claude.json")
+		s.WriteFile(target, hostClaudeJSON(s), 0o600)
+		link := filepath.Join(s.Home, ".claude.json")
+		if err := os.Symlink("dots/claude.json", link); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(link, s.R.UID, s.R.GID)
+		r := s.Jail("--profile", "claude", "--", "python3", "-c", claudeEdit, s.Project)
+		if r.Code != 0 {
+			t.Fatalf("the jailed edit through the symlink:\n%s", r)
+		}
+		if l, err := os.Readlink(link); err != nil || l != "dots/claude.json" {
+			t.Errorf("~/.claude.json is no longer the symlink to dots/claude.json: %q %v", l, err)
+		}
+		got := readJSON(t, target)
+		if got["numStartups"] != float64(5) {
+			t.Errorf("the symlink's target did not get the run's bookkeeping: %v", got)
+		}
+		if servers, _ := got["mcpServers"].(map[string]any); len(servers) != 1 || servers["mine"] == nil {
+			t.Errorf("the symlink's target mcpServers after the run: %v, want only the user's own", got["mcpServers"])
+		}
+	})
+}
