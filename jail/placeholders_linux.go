@@ -296,7 +296,7 @@ func (p *pool) plan(ph PathPlaceholder) journalEntry {
 		src := filepath.Join(p.dir, p.spare[k][0])
 		p.spare[k] = p.spare[k][1:]
 		var st unix.Stat_t
-		if unix.Lstat(src, &st) == nil && sameFS(st.Dev, filepath.Dir(ph.Path)) && p.intact(src, ph) {
+		if unix.Lstat(src, &st) == nil && sameFS(st.Dev, existingParent(ph.Path)) && p.intact(src, ph) {
 			e.Dev, e.Ino, e.from = st.Dev, st.Ino, src
 			break
 		}
@@ -311,6 +311,16 @@ func (p *pool) intact(src string, ph PathPlaceholder) bool {
 	}
 	b, err := os.ReadFile(src)
 	return err == nil && string(b) == ph.Content
+}
+
+// existingParent is the nearest directory above p that exists now (a
+// placeholder's parent may itself be a placeholder made just before it).
+func existingParent(p string) string {
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == "/" {
+			return d
+		}
+	}
 }
 
 func sameFS(dev uint64, dir string) bool {

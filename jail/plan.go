@@ -100,7 +100,7 @@ func ReadOnlyHome(home string) []string {
 	for _, rel := range homeProtected {
 		out = append(out, filepath.Join(home, rel))
 	}
-	return out
+	return append(out, AgentCommandPaths(home)...)
 }
 
 // systemDeny are host files that must stay unreadable even though /etc is
@@ -181,6 +181,7 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	for _, p := range homeProtected {
 		add(withParents(filepath.Join(home, p), home)...)
 	}
+	add(agentInterest(home)...)
 	for _, p := range append(append([]string{}, projectProtected...), projectProtectedPresent...) {
 		add(withParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
 	}
@@ -266,6 +267,9 @@ type Plan struct {
 	Secrets      []SecretBinding
 	SecretEnv    map[string][]string // secrets.env bindings, for names found in .env files
 	EnvFiles     []EnvFile
+	// AgentFiles are agent files shown inside as session copies and
+	// merged back after exit without their command-bearing keys.
+	AgentFiles []AgentFile
 
 	// Placeholders are protected paths (and their missing parents) absent
 	// at start inside a writable host tree: jail creates them on the host
@@ -528,6 +532,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 
 	// Read-only re-binds: denyWrite and the delayed-escape paths.
 	var roPaths, pins []string
+	madeDir := map[string]bool{} // missing directories made (writable) on the way to a placeholder
 	var protectedLiteral []string
 	for _, rel := range projectProtected {
 		protectedLiteral = append(protectedLiteral, joinRel(root, rel))
@@ -540,6 +545,9 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 	for _, rel := range homeProtected {
+		protectedLiteral = append(protectedLiteral, joinRel(f.Home, rel))
+	}
+	for _, rel := range agentCommandPaths {
 		protectedLiteral = append(protectedLiteral, joinRel(f.Home, rel))
 	}
 	var guards []string
@@ -591,14 +599,22 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			continue
 		}
 		// Missing: a placeholder on the host while the jail runs, bound
-		// read-only. When a directory on the way is missing too, that
-		// directory is the placeholder (.claude for .claude/settings.json):
-		// one inode instead of several, and nothing new inside it.
+		// read-only. In the project, when a directory on the way is
+		// missing too, that directory is the placeholder (.claude for
+		// .claude/settings.json): one entry in the project instead of
+		// several. Elsewhere (a writable home) the missing directories on
+		// the way are made writable and pinned: ~/.config must stay
+		// usable.
 		for _, d := range parentsBelow(path, b.dest) {
-			if !f.info(d).Exists {
+			if f.info(d).Exists || madeDir[d] {
+				continue
+			}
+			if b.dest == root {
 				path, dir = d, true
 				break
 			}
+			madeDir[d] = true
+			p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, d), Dir: true})
 		}
 		held[path] = true
 		ph := PathPlaceholder{Path: hostOf(b, path), Dir: dir}
@@ -720,6 +736,26 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: src, Copy: cp})
 		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: dest, Why: "secrets masked"})
 	}
+
+	// Agent files the agent rewrites as it runs: a session copy wherever
+	// the jail may write the file.
+	var agentOps []Op
+	p.AgentFiles, agentOps = planAgentFiles(f.Home, f.SessionDir, func(path string) (string, string, bool) {
+		in := f.info(path)
+		dest, host := path, path
+		if in.Resolved != "" {
+			host = in.Resolved
+		}
+		b, ok := cover(path)
+		if ok && b.dest != path && host != path {
+			dest = host // a symlink in a visible tree: the jail writes its target
+			b, ok = cover(dest)
+		}
+		shut := roSet[dest] || coveredBy(dest, roSet) || maskSet[dest] || coveredBy(dest, maskSet)
+		thrownAway := p.OverlayHome != "" && b.dest == f.Home
+		return dest, host, ok && b.writable && in.Exists && !in.Dir && !in.Unreadable && !shut && !thrownAway
+	})
+	p.Ops = append(p.Ops, agentOps...)
 	return p, nil
 }
 

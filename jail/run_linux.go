@@ -101,6 +101,14 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	if plan.Net == nil && len(plan.EnvFiles) > 0 {
 		defer os.RemoveAll(filepath.Dir(plan.EnvFiles[0].Copy))
 	}
+	// Agent files: the session copies the jail writes, merged back once
+	// the command has exited (a jail killed before that leaves the host
+	// files as they were).
+	agentFiles, err := prepareAgentFiles(plan)
+	if err != nil {
+		return 125, &ExitError{125, err}
+	}
+	defer agentFiles.remove()
 	var ns *netSession
 	if plan.Net != nil {
 		if ns, err = prepareNetwork(plan.Net); err != nil {
@@ -294,6 +302,7 @@ loop:
 	wg.Wait()
 	statusR.Close()
 	errR.Close()
+	agentFiles.mergeBack(stderr)
 
 	if sup != nil {
 		if line := sup.summary(); line != "" {

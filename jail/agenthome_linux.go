@@ -1,0 +1,122 @@
+package jail
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jailsh/jail/proxy"
+)
+
+// maxAgentFile bounds the agent files jail copies and merges; Claude Code
+// keeps every project's history in ~/.claude.json, which grows to
+// megabytes.
+const maxAgentFile = 64 << 20
+
+// agentSession is the agent files of one run: what each copy started as.
+type agentSession struct {
+	files []AgentFile
+	base  [][]byte
+}
+
+// prepareAgentFiles writes the session copy of each agent file before
+// bubblewrap binds it, and remembers its content for the merge.
+func prepareAgentFiles(plan *Plan) (*agentSession, error) {
+	s := &agentSession{}
+	for _, a := range plan.AgentFiles {
+		content, err := copyAgentFile(a)
+		if err != nil {
+			s.remove()
+			return nil, err
+		}
+		s.files, s.base = append(s.files, a), append(s.base, content)
+	}
+	return s, nil
+}
+
+func copyAgentFile(a AgentFile) ([]byte, error) {
+	if err := ensurePrivateDir(filepath.Dir(filepath.Dir(a.Copy))); err != nil {
+		return nil, err
+	}
+	if err := ensurePrivateDir(filepath.Dir(a.Copy)); err != nil {
+		return nil, err
+	}
+	content, err := readBounded(a.Host, maxAgentFile)
+	if err != nil {
+		return nil, fmt.Errorf("copying %s into the session: %w; make it readable, or take it out of allowWrite", a.Host, err)
+	}
+	if err := os.WriteFile(a.Copy, content, 0o600); err != nil {
+		os.Remove(a.Copy)
+		return nil, fmt.Errorf("writing the session copy of %s: %w", a.Host, err)
+	}
+	return content, nil
+}
+
+// mergeBack merges each copy into its host file once the jailed command has
+// exited, warning (one line each) about a copy it could not merge.
+func (s *agentSession) mergeBack(stderr io.Writer) {
+	for i, a := range s.files {
+		if err := mergeAgentFile(a, s.base[i]); err != nil {
+			fmt.Fprintf(stderr, "jail: warning: %s not updated from the jail: %v\n", a.Host, err)
+		}
+	}
+}
+
+// remove deletes the session copies, merged or not.
+func (s *agentSession) remove() {
+	for _, a := range s.files {
+		os.Remove(a.Copy)
+		os.Remove(filepath.Dir(a.Copy)) // when nothing else of the session is left there
+	}
+}
+
+// mergeAgentFile merges one copy into its host file under the lock Claude
+// Code takes for the same file, and replaces the host file atomically, with
+// its mode, only when the merge changes it.
+func mergeAgentFile(a AgentFile, base []byte) error {
+	ours, err := readBounded(a.Copy, maxAgentFile)
+	if err != nil {
+		return fmt.Errorf("reading the session copy: %w", err)
+	}
+	if bytes.Equal(ours, base) {
+		return nil
+	}
+	unlock := lockAgentFile(a.Host)
+	defer unlock()
+	fi, err := os.Stat(a.Host)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: it was removed on the host meanwhile", ErrNotMerged)
+	} else if err != nil {
+		return err
+	}
+	theirs, err := readBounded(a.Host, maxAgentFile)
+	if err != nil {
+		return err
+	}
+	merged, changed, err := MergeAgentJSON(base, ours, theirs, a.Rule)
+	if err != nil || !changed {
+		return err
+	}
+	return proxy.WriteFileAtomic(a.Host, merged, fi.Mode().Perm())
+}
+
+// lockAgentFile takes the lock directory Claude Code (proper-lockfile)
+// takes around its own read-modify-write of the file, waiting up to two
+// seconds; after that it merges anyway (a lock that old is stale to
+// Claude Code too once ten seconds pass). It returns the unlock.
+func lockAgentFile(path string) func() {
+	lock := path + ".lock"
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		if err := os.Mkdir(lock, 0o700); err == nil {
+			return func() { os.Remove(lock) }
+		} else if !errors.Is(err, fs.ErrExist) || time.Now().After(deadline) {
+			return func() {}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

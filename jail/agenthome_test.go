@@ -1,0 +1,342 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	goparser "go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func claudeRule(t *testing.T) agentFile {
+	t.Helper()
+	for _, a := range agentFiles {
+		if a.Rel == ".claude.json" {
+			return a
+		}
+	}
+	t.Fatal("no rule for ~/.claude.json")
+	return agentFile{}
+}
+
+// TestMergeAgentJSON: what a jailed run wrote into ~/.claude.json (ours,
+// changed from base) applied to the host file as it is now (theirs).
+func TestMergeAgentJSON(t *testing.T) {
+	tests := []struct {
+		name               string
+		base, ours, theirs string
+		want               string // "" with changed false: theirs unchanged
+		err                string
+	}{
+		{name: "nothing changed inside", base: `{"a":1}`, ours: `{"a":1}`, theirs: `{"a":2}`},
+		{name: "same content, other spacing", base: `{"a":1}`, ours: "{\n  \"a\": 1\n}\n", theirs: `{"a":2}`},
+		{
+			name: "harmless key changed inside, host key added meanwhile",
+			base: `{"numStartups":3}`, ours: `{"numStartups":5,"tipsHistory":{"x":1}}`, theirs: `{"numStartups":3,"theme":"light"}`,
+			want: `{"numStartups":5,"theme":"light","tipsHistory":{"x":1}}`,
+		},
+		{
+			name: "top-level mcpServers added inside",
+			base: `{"a":1}`, ours: `{"a":1,"mcpServers":{"x":{"command":"sh"}},"n":2}`, theirs: `{"a":1}`,
+			want: `{"a":1,"n":2}`,
+		},
+		{
+			name: "top-level mcpServers added inside, nothing else",
+			base: `{"a":1}`, ours: `{"a":1,"mcpServers":{"x":{"command":"sh"}}}`, theirs: `{"a":1}`,
+		},
+		{
+			name: "mcpServers changed and removed inside: the host's stay",
+			base: `{"mcpServers":{"h":{"command":"ok"}},"hooks":{"a":1}}`, ours: `{"mcpServers":{"h":{"command":"evil"}},"n":1}`,
+			theirs: `{"mcpServers":{"h":{"command":"ok"}},"hooks":{"a":1}}`,
+			want:   `{"mcpServers":{"h":{"command":"ok"}},"hooks":{"a":1},"n":1}`,
+		},
+		{
+			name: "every command key added inside",
+			base: `{}`,
+			ours: `{"enabledMcpjsonServers":["x"],"disabledMcpjsonServers":[],"enableAllProjectMcpServers":true,"hooks":{},"statusLine":{"command":"x"},` +
+				`"apiKeyHelper":"x","awsAuthRefresh":"x","awsCredentialExport":"x","otelHeadersHelper":"x","gcpAuthRefresh":"x","env":{"BASH_ENV":"/tmp/x"},` +
+				`"permissions":{"allow":["Bash(*)"]},"allowedTools":["Bash"],"primaryApiKey":"sk-other","ok":1}`,
+			theirs: `{}`,
+			want:   `{"ok":1}`,
+		},
+		{
+			name:   "new project: its data kept, its servers, tools and trust dropped",
+			base:   `{"projects":{}}`,
+			ours:   `{"projects":{"/p":{"history":[1],"mcpServers":{"x":{"command":"sh"}},"allowedTools":["Bash(*)"],"hasTrustDialogAccepted":true,"enabledMcpjsonServers":["evil"]}}}`,
+			theirs: `{"projects":{}}`,
+			want:   `{"projects":{"/p":{"history":[1]}}}`,
+		},
+		{
+			name:   "deep mcpServers under projects changed inside, host changed another project meanwhile",
+			base:   `{"projects":{"/p":{"mcpServers":{},"lastCost":1},"/q":{"lastCost":1}}}`,
+			ours:   `{"projects":{"/p":{"mcpServers":{"x":{"command":"sh"}},"lastCost":2},"/q":{"lastCost":1}}}`,
+			theirs: `{"projects":{"/p":{"mcpServers":{},"lastCost":1},"/q":{"lastCost":7}}}`,
+			want:   `{"projects":{"/p":{"mcpServers":{},"lastCost":2},"/q":{"lastCost":7}}}`,
+		},
+		{
+			name: "project removed inside",
+			base: `{"projects":{"/p":{"a":1},"/q":{"a":1}}}`, ours: `{"projects":{"/q":{"a":1}}}`,
+			theirs: `{"projects":{"/p":{"a":1},"/q":{"a":1}}}`,
+			want:   `{"projects":{"/q":{"a":1}}}`,
+		},
+		{
+			name: "a protected key nested in a new value is dropped",
+			base: `{}`, ours: `{"x":{"y":{"mcpServers":{"e":{"command":"sh"}},"ok":true}},"list":[{"hooks":{"a":1},"v":1}]}`, theirs: `{}`,
+			want: `{"x":{"y":{"ok":true}},"list":[{"v":1}]}`,
+		},
+		{
+			name: "a protected key nested in a changed value keeps the host's",
+			base: `{"x":{"mcpServers":{"h":1},"v":1}}`, ours: `{"x":{"mcpServers":{"e":2},"v":2}}`, theirs: `{"x":{"mcpServers":{"h":1},"v":1}}`,
+			want: `{"x":{"mcpServers":{"h":1},"v":2}}`,
+		},
+		{
+			name: "harmless key removed inside",
+			base: `{"a":1,"b":2}`, ours: `{"a":1}`, theirs: `{"a":1,"b":2,"c":3}`,
+			want: `{"a":1,"c":3}`,
+		},
+		{
+			name: "host removed a key the run did not touch",
+			base: `{"a":1,"b":2}`, ours: `{"a":5,"b":2}`, theirs: `{"a":1}`,
+			want: `{"a":5}`,
+		},
+		{
+			name: "the run removed the whole file's content",
+			base: `{"a":1,"mcpServers":{"h":1}}`, ours: `{}`, theirs: `{"a":1,"mcpServers":{"h":1}}`,
+			want: `{"mcpServers":{"h":1}}`,
+		},
+		{
+			name: "invalid base: all of ours is new",
+			base: ``, ours: `{"a":1,"mcpServers":{"x":1}}`, theirs: `{"b":2}`,
+			want: `{"b":2,"a":1}`,
+		},
+		{name: "invalid JSON inside", base: `{"a":1}`, ours: `{"a":2,`, theirs: `{"a":1}`, err: "left it invalid"},
+		{name: "truncated inside", base: `{"a":1}`, ours: ``, theirs: `{"a":1}`, err: "left it invalid"},
+		{name: "not an object inside", base: `{"a":1}`, ours: `[1]`, theirs: `{"a":1}`, err: "left it invalid"},
+		{name: "trailing data inside", base: `{"a":1}`, ours: `{"a":2} {"mcpServers":{}}`, theirs: `{"a":1}`, err: "left it invalid"},
+		{name: "host file not JSON", base: `{"a":1}`, ours: `{"a":2}`, theirs: `nope`, err: "host file"},
+	}
+	rule := claudeRule(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed, err := MergeAgentJSON([]byte(tt.base), []byte(tt.ours), []byte(tt.theirs), rule)
+			if tt.err != "" {
+				if err == nil || !errors.Is(err, ErrNotMerged) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want ErrNotMerged with %q", err, tt.err)
+				}
+				if string(got) != tt.theirs || changed {
+					t.Errorf("on error the host content must come back as it was: got %q (changed %v)", got, changed)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == "" {
+				if changed || string(got) != tt.theirs {
+					t.Errorf("want the host content unchanged, got %q (changed %v)", got, changed)
+				}
+				return
+			}
+			if !changed {
+				t.Fatalf("changed = false, want %s", tt.want)
+			}
+			g, err := parseObject(got)
+			if err != nil {
+				t.Fatalf("merged output is not a JSON object: %v\n%s", err, got)
+			}
+			w, _ := parseObject([]byte(tt.want))
+			if !equalValues(g, w) {
+				t.Errorf("got  %s\nwant %s", compact(g), tt.want)
+			}
+			if compact(g) != tt.want {
+				t.Errorf("member order: got %s, want %s", compact(g), tt.want)
+			}
+		})
+	}
+}
+
+// compact renders a value on one line, members in order.
+func compact(v any) string {
+	var b strings.Builder
+	switch x := v.(type) {
+	case *object:
+		b.WriteByte('{')
+		for i, k := range x.keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Quote(k) + ":" + compact(x.vals[k]))
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(compact(e))
+		}
+		b.WriteByte(']')
+	case string:
+		b.WriteString(strconv.Quote(x))
+	case json.Number:
+		b.WriteString(x.String())
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	default:
+		b.WriteString("null")
+	}
+	return b.String()
+}
+
+// TestMergeAgentJSONFormat: the merged file is written as Claude Code
+// writes it (two-space indent, members in the host's order, numbers and
+// non-ASCII text as they were).
+func TestMergeAgentJSONFormat(t *testing.T) {
+	base := `{"numStartups": 3, "projects": {"/p": {"a": 1}}}`
+	ours := `{"numStartups": 4, "projects": {"/p": {"a": 1}}}`
+	theirs := `{"userID": "é<>&", "numStartups": 3, "big": 12345678901234567890, "e": [], "o": {}, "projects": {"/p": {"a": 1}}}`
+	got, changed, err := MergeAgentJSON([]byte(base), []byte(ours), []byte(theirs), claudeRule(t))
+	if err != nil || !changed {
+		t.Fatalf("changed %v, err %v", changed, err)
+	}
+	want := `{
+  "userID": "é<>&",
+  "numStartups": 4,
+  "big": 12345678901234567890,
+  "e": [],
+  "o": {},
+  "projects": {
+    "/p": {
+      "a": 1
+    }
+  }
+}
+`
+	if string(got) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestPlanAgentFiles: ~/.claude.json, writable in the plan, is shown as a
+// session copy; read-only, masked, missing or thrown away, it is not.
+func TestPlanAgentFiles(t *testing.T) {
+	claudeJSON := "/home/u/.claude.json"
+	copyBind := func(p *Plan) (Op, bool) {
+		for _, op := range p.Ops {
+			if op.Dest == claudeJSON && op.Kind == "bind" && strings.HasPrefix(op.Src, "/run/user/1000/jail/s3ss10n/") {
+				return op, true
+			}
+		}
+		return Op{}, false
+	}
+	tests := []struct {
+		name  string
+		pol   Policy
+		extra map[string]PathInfo
+		want  bool
+		host  string
+	}{
+		{name: "allowWrite the file", pol: Policy{AllowWrite: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}, want: true, host: claudeJSON},
+		{name: "allowWrite the home", pol: Policy{AllowWrite: []string{"/home/u"}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}, want: true, host: claudeJSON},
+		{
+			name: "a symlink, allowWrite the file", pol: Policy{AllowWrite: []string{claudeJSON}},
+			extra: map[string]PathInfo{claudeJSON: {Exists: true, Link: "dots/claude.json", Resolved: "/home/u/dots/claude.json"}},
+			want:  true, host: "/home/u/dots/claude.json",
+		},
+		{name: "read-only", pol: Policy{AllowRead: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
+		{name: "denyWrite", pol: Policy{AllowWrite: []string{claudeJSON}, DenyWrite: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
+		{name: "denyRead", pol: Policy{AllowWrite: []string{claudeJSON}, DenyRead: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
+		{name: "missing", pol: Policy{AllowWrite: []string{claudeJSON}}},
+		{name: "learning: the overlay throws it away", pol: Policy{Mode: "learning"}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
+		{name: "not visible", pol: Policy{}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.pol.ProjectRoot = "/home/u/proj"
+			p, err := Build(&tt.pol, fakeFacts(tt.extra, nil), []string{"claude"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			op, ok := copyBind(p)
+			if ok != tt.want || (len(p.AgentFiles) > 0) != tt.want {
+				t.Fatalf("session copy bound: %v, agent files %+v; want %v\n%s", ok, p.AgentFiles, tt.want, p)
+			}
+			if !tt.want {
+				return
+			}
+			a := p.AgentFiles[0]
+			if a.Path != claudeJSON || a.Host != tt.host || a.Copy != op.Src || filepath.Dir(a.Copy) != "/run/user/1000/jail/s3ss10n" {
+				t.Errorf("agent file %+v, bind %v; want the copy in the session directory bound at %s, merged into %s", a, op, claudeJSON, tt.host)
+			}
+			if p.Ops[len(p.Ops)-1] != op {
+				t.Errorf("the copy is not bound last, over the allowWrite bind:\n%s", p)
+			}
+		})
+	}
+}
+
+// TestAgentCommandPathsReadOnly: a layer that makes ~/.claude writable
+// with no denyWrite (a learned profile, a trusted jail.json) still gets
+// the agent's command files bound read-only; missing ones are held by
+// placeholders.
+func TestAgentCommandPathsReadOnly(t *testing.T) {
+	extra := map[string]PathInfo{
+		"/home/u/.claude": {Exists: true, Dir: true}, "/home/u/.claude/settings.json": {Exists: true},
+		"/home/u/.claude/hooks": {Exists: true, Dir: true}, "/home/u/.codex": {Exists: true, Dir: true},
+		"/home/u/.codex/config.toml": {Exists: true},
+	}
+	pol := Policy{ProjectRoot: "/home/u/proj", AllowWrite: []string{"/home/u/.claude", "/home/u/.codex"}}
+	p, err := Build(&pol, fakeFacts(extra, nil), []string{"claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := map[string]bool{}
+	for _, op := range p.Ops {
+		if op.Kind == "ro-bind" {
+			ro[op.Dest] = true
+		}
+	}
+	for _, want := range []string{"/home/u/.claude/settings.json", "/home/u/.claude/hooks", "/home/u/.codex/config.toml"} {
+		if !ro[want] {
+			t.Errorf("%s is not bound read-only:\n%s", want, p)
+		}
+	}
+	held := map[string]bool{}
+	for _, ph := range p.Placeholders {
+		held[ph.Path] = ph.Dir
+	}
+	for want, dir := range map[string]bool{"/home/u/.claude/plugins": true, "/home/u/.claude/settings.local.json": false, "/home/u/.codex/rules": true} {
+		if d, ok := held[want]; !ok || d != dir || !ro[want] {
+			t.Errorf("missing %s is not held by a placeholder (directory %v) bound read-only:\n%s", want, dir, p)
+		}
+	}
+	for ph := range held {
+		if strings.HasPrefix(ph, "/home/u/.gemini") {
+			t.Errorf("a placeholder in a tree the jail does not show: %s", ph)
+		}
+	}
+	paths, _ := Interest(&pol, "/home/u")
+	asked := strings.Join(paths, " ")
+	for _, want := range append(AgentCommandPaths("/home/u"), "/home/u/.claude.json") {
+		if !strings.Contains(" "+asked+" ", " "+want+" ") {
+			t.Errorf("Interest does not ask about %s", want)
+		}
+	}
+}
+
+// TestAgentHomeIsPure: the list, the table and the merge touch no kernel.
+func TestAgentHomeIsPure(t *testing.T) {
+	f, err := goparser.ParseFile(token.NewFileSet(), "agenthome.go", nil, goparser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == "os" || p == "os/exec" || p == "syscall" || p == "golang.org/x/sys/unix" {
+			t.Errorf("agenthome.go imports %s; only agenthome_linux.go touches files", p)
+		}
+	}
+}
