@@ -54,7 +54,7 @@ func placeholderDir(stateDir string) string { return filepath.Join(stateDir, "pl
 func openStore(stateDir string) (*store, error) {
 	dir := placeholderDir(stateDir)
 	if err := os.MkdirAll(filepath.Join(dir, "pool"), 0o700); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", dir, err)
+		return nil, fmt.Errorf("the placeholder journal: %w; jail records there the placeholders it makes, to remove them even after a kill: make %s a directory you can write", err, stateDir)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "journal.json"), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
 	if err != nil {

@@ -165,7 +165,7 @@ func TestFailClosedBadPattern(t *testing.T) {
 }
 
 // TestFailClosedDecisionLogUnwritable: a decision log that cannot be
-// written (its directory is a file) does not stop the run, but is reported
+// written (its path is a directory) does not stop the run, but is reported
 // once on stderr, even with both the proxy and the exec supervisor writing
 // to it and a denial to record; the command rule still holds.
 func TestFailClosedDecisionLogUnwritable(t *testing.T) {
@@ -173,10 +173,10 @@ func TestFailClosedDecisionLogUnwritable(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		t.Parallel()
 		state := s.Base + "/state"
-		s.WriteFile(state+"/jail", "not a directory\n", 0o644)
+		s.WriteFile(state+"/jail/decisions.jsonl/x", "not a log\n", 0o644)
 		s.Env = append(s.Env, "XDG_STATE_HOME="+state)
 		s.WriteFile(s.Project+"/jail.json", `{"command": {"deny": ["git push"]}}`, 0o644)
-		want := "jail: warning: decision log " + state + "/jail/decisions.jsonl: not a directory; decisions are not being recorded"
+		want := "jail: warning: decision log " + state + "/jail/decisions.jsonl: is a directory; decisions are not being recorded"
 		// With the network, the proxy and the supervisor both open the log;
 		// without it, only the supervisor (whose failure went unsaid).
 		for _, args := range [][]string{nil, {"--no-network"}} {
@@ -217,5 +217,21 @@ func TestFailClosedGlobInProjectName(t *testing.T) {
 		if _, err := os.Lstat(hook); err == nil {
 			t.Errorf("a git hook was written from inside the jail: %s", hook)
 		}
+	})
+}
+
+// TestFailClosedPlaceholderJournal: jail cannot record the placeholders it
+// makes (its state directory is a file), so it could not remove them after
+// a kill: it refuses to run and says where.
+func TestFailClosedPlaceholderJournal(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		state := s.Base + "/state"
+		s.WriteFile(state+"/jail", "not a directory\n", 0o644)
+		s.Env = append(s.Env, "XDG_STATE_HOME="+state)
+		r := s.Sh("touch ran")
+		refusal(t, r, s.Project+"/ran", "placeholder journal")
+		hostAbsent(t, s.Project+"/.mcp.json")
 	})
 }
