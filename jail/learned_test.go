@@ -150,3 +150,26 @@ func TestBulkStoresAreStores(t *testing.T) {
 		}
 	}
 }
+
+// Deny beats allow: a path allowed inside a credential store masked whole
+// is masked too.
+func TestAllowInsideDeniedStoreIsMasked(t *testing.T) {
+	extra := map[string]PathInfo{
+		"/home/u/.aws": {Exists: true, Dir: true}, "/home/u/.aws/config": {Exists: true},
+		"/home/u/.ssh/config": {Exists: true},
+	}
+	pol := Policy{ProjectRoot: "/home/u/proj", AllowRead: []string{"/home/u/.aws/config", "/home/u/.ssh/config"}, Network: NetworkConfig{Unknown: "deny"}}
+	p, err := Build(&pol, fakeFacts(extra, nil), []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]string{}
+	for _, op := range p.Ops {
+		last[op.Dest] = op.Kind
+	}
+	for _, want := range []string{"/home/u/.aws/config", "/home/u/.ssh/config"} {
+		if last[want] != "mask" {
+			t.Errorf("%s is allowed inside a denied store but not masked (last op %q):\n%s", want, last[want], p)
+		}
+	}
+}

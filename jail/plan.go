@@ -654,6 +654,16 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	maskSet := map[string]bool{}
 	var maskPaths []string
 	candidates := append(expand(denyPats), f.HardLinks...)
+	// A path allowed inside a denied directory (allowRead ~/.aws/config,
+	// ~/.ssh denied whole) is bound over the directory's mask: it is
+	// masked itself, since deny beats allow.
+	for _, b := range binds {
+		for _, d := range denyPats {
+			if !HasMeta(d) && b.dest != d && under(b.dest, d) && f.info(d).Exists {
+				candidates = append(candidates, b.dest)
+			}
+		}
+	}
 	sort.Strings(candidates) // parents first, so a masked directory covers its contents
 	for i, m := range candidates {
 		if dest, _, ok := inJail(m); ok && !f.info(m).Unreadable {

@@ -356,3 +356,20 @@ func TestSymlinkedDotenvMasked(t *testing.T) {
 		hostUnchanged(t, s.Project+"/config/app.settings", "ANTHROPIC_API_KEY="+EnvSecret+"\nPLAIN=hello\n")
 	})
 }
+
+// TestAllowInsideCredentialStoreStillMasked: deny beats allow, also for a
+// path allowed inside a credential store that is masked whole.
+func TestAllowInsideCredentialStoreStillMasked(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		r := s.Jail("--allow-read", s.Home+"/.aws/credentials", "--allow-read", s.Home+"/.ssh/id_ed25519", "--", "sh", "-c",
+			"cat ~/.aws/credentials ~/.ssh/id_ed25519; echo done")
+		if strings.Contains(r.Stdout+r.Stderr, AWSSecret) || strings.Contains(r.Stdout+r.Stderr, SSHKeySecret) {
+			t.Errorf("a credential allowed by path reached the jail:\n%s", r)
+		}
+		if !strings.Contains(r.Stdout, "done") {
+			t.Errorf("the jail did not run:\n%s", r)
+		}
+	})
+}
