@@ -319,12 +319,20 @@ func TestAgentCommandPathsReadOnly(t *testing.T) {
 			t.Errorf("a placeholder in a tree the jail does not show: %s", ph)
 		}
 	}
+	// Interest asks about the agent paths of the trees the jail shows,
+	// and about no others: start-up stats only what can matter.
 	paths, _ := Interest(&pol, "/home/u")
-	asked := strings.Join(paths, " ")
-	for _, want := range append(AgentCommandPaths("/home/u"), "/home/u/.claude.json") {
-		if !strings.Contains(" "+asked+" ", " "+want+" ") {
-			t.Errorf("Interest does not ask about %s", want)
+	asked := " " + strings.Join(paths, " ") + " "
+	for _, want := range AgentCommandPaths("/home/u") {
+		shown := strings.HasPrefix(want, "/home/u/.claude/") || strings.HasPrefix(want, "/home/u/.codex/")
+		if got := strings.Contains(asked, " "+want+" "); got != shown {
+			t.Errorf("Interest asks about %s: %v, want %v", want, got, shown)
 		}
+	}
+	pol.AllowWrite = append(pol.AllowWrite, "/home/u/.claude.json")
+	paths, _ = Interest(&pol, "/home/u")
+	if !strings.Contains(" "+strings.Join(paths, " ")+" ", " /home/u/.claude.json ") {
+		t.Errorf("Interest does not ask about a writable ~/.claude.json")
 	}
 }
 

@@ -264,10 +264,16 @@ func releaseJournal(dir string, j *journal, others map[string]*journal) *journal
 type pool struct {
 	dir   string
 	spare map[string][]string // kind ("d" or "f-HASH") -> entry names
+	dev   uint64              // the pool's filesystem
+	fs    map[string]bool     // directory -> on the pool's filesystem
 }
 
 func newPool(dir string) *pool {
-	p := &pool{dir: filepath.Join(dir, "pool"), spare: map[string][]string{}}
+	p := &pool{dir: filepath.Join(dir, "pool"), spare: map[string][]string{}, fs: map[string]bool{}}
+	var st unix.Stat_t
+	if unix.Stat(p.dir, &st) == nil {
+		p.dev = st.Dev
+	}
 	entries, _ := os.ReadDir(p.dir)
 	for _, e := range entries {
 		if i := strings.LastIndexByte(e.Name(), '-'); i > 0 {
@@ -295,8 +301,9 @@ func (p *pool) plan(ph PathPlaceholder) journalEntry {
 	for len(p.spare[k]) > 0 {
 		src := filepath.Join(p.dir, p.spare[k][0])
 		p.spare[k] = p.spare[k][1:]
+		// A spare directory is empty: one that was not is never put back.
 		var st unix.Stat_t
-		if unix.Lstat(src, &st) == nil && sameFS(st.Dev, existingParent(ph.Path)) && p.intact(src, ph) {
+		if unix.Lstat(src, &st) == nil && p.sameFS(existingParent(ph.Path)) && (ph.Dir || p.intact(src, ph)) {
 			e.Dev, e.Ino, e.from = st.Dev, st.Ino, src
 			break
 		}
@@ -323,9 +330,16 @@ func existingParent(p string) string {
 	}
 }
 
-func sameFS(dev uint64, dir string) bool {
-	var st unix.Stat_t
-	return unix.Stat(dir, &st) == nil && st.Dev == dev
+// sameFS reports whether dir is on the pool's filesystem (a rename
+// between them works).
+func (p *pool) sameFS(dir string) bool {
+	same, ok := p.fs[dir]
+	if !ok {
+		var st unix.Stat_t
+		same = unix.Stat(dir, &st) == nil && st.Dev == p.dev
+		p.fs[dir] = same
+	}
+	return same
 }
 
 // make puts the placeholder in place: from the pool as planned, else a new
