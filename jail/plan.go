@@ -175,13 +175,23 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	add(systemDeny...)
 	add("/etc/resolv.conf")
 	add(pol.ProjectRoot, home)
+	// Home paths matter only where the jail shows the home: a path in or
+	// above a tree it binds. Start-up stats none of the rest.
+	shown := shownRoots(pol, home)
+	inHome := func(list ...string) {
+		for _, p := range list {
+			if related(p, shown) {
+				add(p)
+			}
+		}
+	}
 	for _, p := range homeDeny {
-		add(filepath.Join(home, p))
+		inHome(filepath.Join(home, p))
 	}
 	for _, p := range homeProtected {
-		add(withParents(filepath.Join(home, p), home)...)
+		inHome(withParents(filepath.Join(home, p), home)...)
 	}
-	add(agentInterest(home)...)
+	inHome(agentInterest(home)...)
 	for _, p := range append(append([]string{}, projectProtected...), projectProtectedPresent...) {
 		add(withParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
 	}
@@ -193,6 +203,33 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	add(pol.DenyRead...)
 	add(pol.DenyWrite...)
 	return union(nil, paths), union(nil, patterns)
+}
+
+// shownRoots are the host trees a policy shows: the project, the allowed
+// paths (a glob by its fixed part), and in learning and watch modes the
+// whole home.
+func shownRoots(pol *Policy, home string) []string {
+	roots := []string{pol.ProjectRoot}
+	if pol.Mode != "" {
+		roots = append(roots, home)
+	}
+	for _, p := range append(append([]string{}, pol.AllowRead...), pol.AllowWrite...) {
+		if HasMeta(p) {
+			p = GlobBase(p)
+		}
+		roots = append(roots, p)
+	}
+	return roots
+}
+
+// related reports whether p is in or above one of roots.
+func related(p string, roots []string) bool {
+	for _, r := range roots {
+		if under(p, r) || under(r, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Op is one step of the filesystem plan, executed in order by bubblewrap.
