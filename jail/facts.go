@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,8 +20,19 @@ import (
 // maxWalk bounds how many entries one tree walk visits: the expansion of
 // globs sharing a base, or one hard-link scan. A walk that needs more fails
 // and jail refuses to run, since what it did not see may need masking. A
-// variable so that tests can lower it.
-var maxWalk = 1_000_000
+// variable so that unit tests can lower it.
+var maxWalk = walkLimit(os.Getenv("JAIL_MAX_WALK"))
+
+// walkLimit is the walk bound: 1,000,000 entries, or fewer when
+// JAIL_MAX_WALK asks for fewer (never more: a lower bound only makes jail
+// refuse sooner, so the variable cannot weaken the jail).
+func walkLimit(env string) int {
+	const limit = 1_000_000
+	if n, err := strconv.Atoi(env); err == nil && n > 0 && n < limit {
+		return n
+	}
+	return limit
+}
 
 // Gather collects the facts Build needs for a policy: the machine's
 // protections, the state of every path of interest, glob matches, and the

@@ -244,3 +244,12 @@ func TestLinkCensusUnaccounted(t *testing.T) {
 		t.Fatalf("unaccounted = %q, want /p/z (a shown file with a name not found)", p)
 	}
 }
+
+// JAIL_MAX_WALK can lower the walk bound, never raise it.
+func TestWalkLimitOnlyLowers(t *testing.T) {
+	for env, want := range map[string]int{"": 1_000_000, "50": 50, "0": 1_000_000, "-3": 1_000_000, "5000000": 1_000_000, "x": 1_000_000} {
+		if got := walkLimit(env); got != want {
+			t.Errorf("walkLimit(%q) = %d, want %d", env, got, want)
+		}
+	}
+}

