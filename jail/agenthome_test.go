@@ -300,6 +300,9 @@ func TestAgentCommandPathsReadOnly(t *testing.T) {
 			ro[op.Dest] = true
 		}
 	}
+	for _, m := range p.Mounts {
+		ro[m.Path] = ro[m.Path] || m.ReadOnly
+	}
 	for _, want := range []string{"/home/u/.claude/settings.json", "/home/u/.claude/hooks", "/home/u/.codex/config.toml"} {
 		if !ro[want] {
 			t.Errorf("%s is not bound read-only:\n%s", want, p)

@@ -149,6 +149,11 @@ func holdPlaceholders(plan *Plan) (release func(), err error) {
 			me.Uses = append(me.Uses, op.Src)
 		}
 	}
+	for _, mt := range plan.Mounts {
+		if made[mt.Host] {
+			me.Uses = append(me.Uses, mt.Host)
+		}
+	}
 	pool := newPool(s.dir)
 	for _, ph := range plan.Placeholders {
 		if _, err := os.Lstat(ph.Path); err == nil {

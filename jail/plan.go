@@ -315,6 +315,9 @@ type Plan struct {
 	// exits (or, after a kill, at the next start).
 	Placeholders []PathPlaceholder
 	GitExclude   *GitExclude // nil when there is nothing to hide from git
+	// Mounts are made by init after bubblewrap's: placeholders held
+	// read-only and directories pinned, parents first.
+	Mounts []InitMount
 	// CreateDirs are allowWrite directories jail creates before starting.
 	CreateDirs []string
 	// WatchNew are protected paths held only when present, missing at
@@ -327,6 +330,29 @@ type Plan struct {
 	Warnings   []string
 	Notes      []string // shown by jail plan only
 	GaveUp     []string // protections dropped under --best-effort
+}
+
+// InitMount is a mount jail's init makes after bubblewrap's: the tree at
+// Path bound onto itself (read-only when ReadOnly), so that it cannot be
+// renamed, removed or replaced from inside. Host is the host path behind
+// Path. init needs three calls a mount where bubblewrap reads the whole
+// mount table for each, which made start-up pay for every placeholder.
+type InitMount struct {
+	Path, Host string
+	ReadOnly   bool
+	Why        string
+}
+
+func (m InitMount) String() string {
+	kind := "pin"
+	if m.ReadOnly {
+		kind = "hold"
+	}
+	s := fmt.Sprintf("%-10s %s", kind, m.Path)
+	if m.Host != m.Path {
+		s += " <- " + m.Host
+	}
+	return s + "  # " + m.Why
 }
 
 // GitExclude is the .git/info/exclude the jail sees: the project's (Path,
@@ -659,7 +685,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			ph.Content = "{}\n"
 		}
 		p.Placeholders = append(p.Placeholders, ph)
-		protect = append(protect, Op{Kind: "ro-bind", Src: ph.Path, Dest: path, Why: "read-only; a placeholder on the host while the jail runs"})
+		p.Mounts = append(p.Mounts, InitMount{Path: path, Host: ph.Path, ReadOnly: true, Why: "read-only; a placeholder on the host while the jail runs"})
 		pins = append(pins, parentsBelow(path, b.dest)...)
 	}
 	if op, ok := planGitExclude(p, root, f); ok {
@@ -682,7 +708,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	for _, d := range union(nil, pins) {
 		if b, ok := cover(d); ok && b.writable && !roSet[d] && !coveredBy(d, roSet) && !pinned[d] && d != b.dest {
 			pinned[d] = true
-			protect = append(protect, Op{Kind: "bind", Src: hostOf(b, d), Dest: d, Why: "pinned: cannot be renamed or replaced"})
+			p.Mounts = append(p.Mounts, InitMount{Path: d, Host: hostOf(b, d), Why: "pinned: cannot be renamed or replaced"})
 		}
 	}
 
@@ -738,6 +764,12 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 
 	sortOps(base)
 	sortOps(protect)
+	sort.SliceStable(p.Mounts, func(i, j int) bool { return p.Mounts[i].Path < p.Mounts[j].Path })
+	if len(p.Mounts) > 0 && p.Mode == "" {
+		// init makes them in a mount namespace of its own, then drops
+		// these before anything else runs.
+		p.Namespaces = append(p.Namespaces, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP")
+	}
 	p.Ops = append(append(base, protect...), masks...)
 	sort.SliceStable(p.Landlock, func(i, j int) bool { return p.Landlock[i].Path < p.Landlock[j].Path })
 
@@ -937,6 +969,12 @@ func (p *Plan) String() string {
 	b.WriteString("\nfilesystem (bubblewrap, in order)\n")
 	for _, op := range p.Ops {
 		fmt.Fprintf(&b, "  %s\n", op)
+	}
+	if len(p.Mounts) > 0 {
+		b.WriteString("\ninit mounts (in its own mount namespace, then it drops every capability)\n")
+		for _, m := range p.Mounts {
+			fmt.Fprintf(&b, "  %s\n", m)
+		}
 	}
 	if p.LandlockV > 0 {
 		fmt.Fprintf(&b, "\nlandlock (ABI %d; everything else denied; abstract unix sockets and signals scoped)\n", p.LandlockV)

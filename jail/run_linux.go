@@ -54,6 +54,9 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		return 125, &ExitError{125, fmt.Errorf("%s mode needs an observer", plan.Mode)}
 	}
 	spec := inside.InitSpec{Argv: plan.Argv, Env: plan.Env.Env, Dir: plan.Cwd, LandlockV: plan.LandlockV, Landlock: plan.Landlock, OverlayHome: plan.OverlayHome}
+	for _, m := range plan.Mounts {
+		spec.Mounts = append(spec.Mounts, inside.Mount{Path: m.Path, ReadOnly: m.ReadOnly})
+	}
 	if obs != nil {
 		if err := obs.Start(); err != nil {
 			return 125, &ExitError{125, err}

@@ -108,7 +108,11 @@ func TestMissingProtectedPathsCannotBeCreated(t *testing.T) {
 		t.Parallel()
 		os.RemoveAll(s.Project + "/.git/info")
 		before := listTree(t, s.Project)
-		tries := map[string]string{"control-new-file": "echo ok > notes.txt && rm notes.txt", "control-new-dir": "mkdir -p src/x && rmdir src/x src"}
+		tries := map[string]string{
+			"control-new-file": "echo ok > notes.txt && rm notes.txt", "control-new-dir": "mkdir -p src/x && rmdir src/x src",
+			"umount the hold":  "umount .mcp.json || umount -l .mcp.json; echo '{}' > .mcp.json",
+			"mount over it":    "mount -t tmpfs none .vscode && echo '{}' > .vscode/tasks.json",
+		}
 		for rel, cmd := range missingProtected {
 			tries["create "+rel] = cmd
 		}
@@ -381,6 +385,29 @@ func TestAllowInsideCredentialStoreStillMasked(t *testing.T) {
 		}
 		if !strings.Contains(r.Stdout, "done") {
 			t.Errorf("the jail did not run:\n%s", r)
+		}
+	})
+}
+
+// TestInitMountsLeaveNoCapability: init makes the placeholders' mounts with
+// capabilities bubblewrap leaves it, and none reaches the command.
+func TestInitMountsLeaveNoCapability(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		r := s.MustSh("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status; grep -E '^Cap(Prm|Eff|Bnd):' /proc/1/status")
+		caps := 0
+		for _, l := range lines(r.Stdout) {
+			caps++
+			if !strings.HasSuffix(l, "0000000000000000") {
+				t.Errorf("a capability inside the jail: %q", l)
+			}
+		}
+		if caps != 8 {
+			t.Errorf("read %d capability lines, want 8:\n%s", caps, r)
+		}
+		if _, err := os.Lstat(s.Project + "/.mcp.json"); err == nil {
+			t.Errorf("a placeholder outlived the jail")
 		}
 	})
 }

@@ -72,10 +72,19 @@ func Main() {
 	if err := closeStrayFDs(); err != nil {
 		fail(125, err)
 	}
-	// Learning and watch modes: the real home through a throwaway overlay,
-	// mounted with the capabilities bubblewrap left for it, which go now.
-	if spec.OverlayHome != "" {
-		if err := overlayHome(spec.OverlayHome); err != nil {
+	// init's own mounts, with the capabilities bubblewrap left for them,
+	// which go right after: in learning and watch modes the real home
+	// through a throwaway overlay, then the placeholders and pins.
+	if spec.OverlayHome != "" || len(spec.Mounts) > 0 {
+		if err := newMountNamespace(); err != nil {
+			fail(125, err)
+		}
+		if spec.OverlayHome != "" {
+			if err := overlayHome(spec.OverlayHome); err != nil {
+				fail(125, err)
+			}
+		}
+		if err := applyMounts(spec.Mounts); err != nil {
 			fail(125, err)
 		}
 		if err := dropCapabilities(); err != nil {

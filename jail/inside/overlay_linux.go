@@ -17,22 +17,10 @@ import (
 // bubblewrap made below home (masks, the project, allowed paths) on top of
 // it.
 //
-// bubblewrap runs init in a user namespace nested below the one that owns
-// the jail's mount namespace (it does so for --dev and --disable-userns),
-// so init first makes a mount namespace of its own: the capabilities it
-// was given (CAP_SYS_ADMIN, CAP_DAC_OVERRIDE) count there. The mounts it
-// inherits are locked: they can be covered, never removed, so nothing
-// bubblewrap masked can be uncovered from inside. Only this thread (and
-// the command forked from it) enters the new namespace.
+// It runs in init's own mount namespace (newMountNamespace).
 func overlayHome(home string) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("init: learning-mode home overlay: %s: %w", what, err)
-	}
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return fail("new mount namespace", err)
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fail("making mounts private", err)
 	}
 	// Detached copies of what bubblewrap mounted below home, taken before
 	// the overlay covers them.
@@ -95,6 +83,52 @@ func overlayHome(home string) error {
 		return fail("detaching the upper layer", err)
 	}
 	return nil
+}
+
+// newMountNamespace gives init a mount namespace of its own. bubblewrap
+// runs init in a user namespace nested below the one that owns the jail's
+// mount namespace (it does so for --dev and --disable-userns), so the
+// capabilities it was given for its mounts (CAP_SYS_ADMIN, …) count only
+// in a mount namespace init makes. The mounts it inherits are locked: they
+// can be covered, never removed, so nothing bubblewrap masked can be
+// uncovered from inside. Only this thread (and the command forked from
+// it) enters the new namespace.
+func newMountNamespace() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("init: new mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("init: making mounts private: %w", err)
+	}
+	return nil
+}
+
+// applyMounts makes the spec's mounts, in order: each tree bound onto
+// itself with what is mounted below it (a pin keeps bubblewrap's masks
+// and read-only binds inside it), read-only where asked. Three calls a
+// mount, against bubblewrap's reading of the whole mount table for each.
+func applyMounts(mounts []Mount) error {
+	for _, m := range mounts {
+		if err := applyMount(m); err != nil {
+			return fmt.Errorf("init: mounting %s: %w", m.Path, err)
+		}
+	}
+	return nil
+}
+
+func applyMount(m Mount) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, m.Path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if m.ReadOnly {
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+			return err
+		}
+	}
+	return unix.MoveMount(fd, "", unix.AT_FDCWD, m.Path, unix.MOVE_MOUNT_F_EMPTY_PATH)
 }
 
 // ensureMountpoint creates the file or directory a mount goes back onto

@@ -55,9 +55,21 @@ type InitSpec struct {
 	// home, bound read-only by bubblewrap) whose writes stay in memory, and
 	// puts back the mounts bubblewrap made below it (masks, the project).
 	OverlayHome string
+	// Mounts are made by init, in order, after bubblewrap's and the
+	// overlay, in a mount namespace of its own, before it drops every
+	// capability: placeholders held read-only and directories pinned.
+	Mounts []Mount
 }
 
-const specMagic = "jailspec4"
+// Mount is one mount init makes: the tree at Path (with what is mounted
+// below it) bound onto itself, read-only when ReadOnly. A mount point
+// cannot be renamed, removed or replaced from inside.
+type Mount struct {
+	Path     string
+	ReadOnly bool
+}
+
+const specMagic = "jailspec5"
 
 // MarshalBinary encodes the spec: a magic string, then each field in
 // order; strings and byte slices as a uvarint length and the bytes, lists
@@ -103,6 +115,11 @@ func (s *InitSpec) MarshalBinary() ([]byte, error) {
 	boolean(s.Notify)
 	boolean(s.Trace)
 	str(s.OverlayHome)
+	b = binary.AppendUvarint(b, uint64(len(s.Mounts)))
+	for _, m := range s.Mounts {
+		str(m.Path)
+		boolean(m.ReadOnly)
+	}
 	return b, nil
 }
 
@@ -187,6 +204,9 @@ func (s *InitSpec) UnmarshalBinary(b []byte) error {
 	s.Notify = boolean()
 	s.Trace = boolean()
 	s.OverlayHome = str()
+	for i, n := 0, count(); i < n && !bad; i++ {
+		s.Mounts = append(s.Mounts, Mount{Path: str(), ReadOnly: boolean()})
+	}
 	if bad || len(b) != 0 || len(s.Argv) == 0 {
 		return errSpec
 	}
