@@ -110,8 +110,8 @@ func TestMissingProtectedPathsCannotBeCreated(t *testing.T) {
 		before := listTree(t, s.Project)
 		tries := map[string]string{
 			"control-new-file": "echo ok > notes.txt && rm notes.txt", "control-new-dir": "mkdir -p src/x && rmdir src/x src",
-			"umount the hold":  "umount .mcp.json || umount -l .mcp.json; echo '{}' > .mcp.json",
-			"mount over it":    "mount -t tmpfs none .vscode && echo '{}' > .vscode/tasks.json",
+			"umount the hold": "umount .mcp.json || umount -l .mcp.json; echo '{}' > .mcp.json",
+			"mount over it":   "mount -t tmpfs none .vscode && echo '{}' > .vscode/tasks.json",
 		}
 		for rel, cmd := range missingProtected {
 			tries["create "+rel] = cmd
