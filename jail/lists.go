@@ -19,8 +19,11 @@ func ProtectedProjectPaths(root string) []string {
 }
 
 // ProtectedHomePaths returns the paths in home that stay read-only
-// whenever a policy makes them writable.
-func ProtectedHomePaths(home string) []string { return joinEach(home, homeProtected) }
+// whenever a policy makes them writable: startup files, caches, and the
+// agents' files that declare commands.
+func ProtectedHomePaths(home string) []string {
+	return joinEach(home, append(append([]string{}, homeProtected...), agentCommandPaths...))
+}
 
 // SystemSecrets returns the host files every jail masks although the
 // system directories holding them are visible.
