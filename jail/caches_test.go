@@ -153,8 +153,8 @@ func TestPlanKeepsCachesReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := map[string]string{}
-	for _, op := range p.Ops {
-		last[op.Dest] = op.Kind
+	for dest, op := range lastMounts(p) {
+		last[dest] = op.Kind
 	}
 	for _, ro := range []string{
 		"/home/u/.m2/repository", "/home/u/.cache/pip", "/home/u/.cache/go-build",

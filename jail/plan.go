@@ -344,9 +344,9 @@ type InitMount struct {
 }
 
 func (m InitMount) String() string {
-	kind := "pin"
+	kind := "bind"
 	if m.ReadOnly {
-		kind = "hold"
+		kind = "ro-bind"
 	}
 	s := fmt.Sprintf("%-10s %s", kind, m.Path)
 	if m.Host != m.Path {
@@ -698,7 +698,11 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		dest, src, ok := inJail(rp)
 		if _, w := visible(dest); ok && w && !roSet[dest] {
 			roSet[dest] = true
-			protect = append(protect, Op{Kind: "ro-bind", Src: src, Dest: dest, Why: "read-only"})
+			if src == dest { // init binds it cheaper than bubblewrap
+				p.Mounts = append(p.Mounts, InitMount{Path: dest, Host: src, ReadOnly: true, Why: "read-only"})
+			} else {
+				protect = append(protect, Op{Kind: "ro-bind", Src: src, Dest: dest, Why: "read-only"})
+			}
 		}
 	}
 	// Pins: a directory on the way to a guarded path is bound onto itself,

@@ -304,3 +304,20 @@ func TestPlanEnv(t *testing.T) {
 		t.Errorf("env leaks:\n%s", got)
 	}
 }
+
+// lastMounts is the last mount at each path, the one the jail sees there:
+// bubblewrap's ops, then init's mounts (as a ro-bind or a bind).
+func lastMounts(p *Plan) map[string]Op {
+	last := map[string]Op{}
+	for _, op := range p.Ops {
+		last[op.Dest] = op
+	}
+	for _, m := range p.Mounts {
+		kind := "bind"
+		if m.ReadOnly {
+			kind = "ro-bind"
+		}
+		last[m.Path] = Op{Kind: kind, Src: m.Host, Dest: m.Path, Why: m.Why}
+	}
+	return last
+}

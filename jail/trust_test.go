@@ -252,10 +252,7 @@ func TestAllowInsideProjectKeepsMasks(t *testing.T) {
 		"filesystem": {"allowRead": [".env", "**"], "allowWrite": [".env", "config/.env.local", ".git/hooks", "jail.json"]},
 		"secrets": {"files": `+files+`}}`)
 		// The last mount at a path is the one the jail sees there.
-		last := map[string]Op{}
-		for _, op := range plan.Ops {
-			last[op.Dest] = op
-		}
+		last := lastMounts(plan)
 		for rel, why := range map[string]string{
 			".env": "secrets masked", "config/.env.local": "secrets masked",
 			".git/hooks": "read-only", "jail.json": "read-only",
