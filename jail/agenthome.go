@@ -33,12 +33,14 @@ import (
 var agentCommandPaths = []string{
 	// Claude Code
 	".claude/settings.json", ".claude/settings.local.json", ".claude/hooks/", ".claude/plugins/",
+	".claude/local/",    // the claude an older install's alias runs
+	".claude/CLAUDE.md", // instructions every later session follows, unjailed too
 	".claude/commands/", ".claude/agents/", ".claude/skills/",
 	".claude/backups/", // copies of ~/.claude.json Claude Code tells the user to restore
 	// OpenAI Codex
-	".codex/config.toml", ".codex/rules/", ".codex/hooks.json", ".codex/hooks/", ".codex/plugins/",
+	".codex/config.toml", ".codex/rules/", ".codex/AGENTS.md", ".codex/hooks.json", ".codex/hooks/", ".codex/plugins/",
 	// Gemini CLI
-	".gemini/settings.json", ".gemini/extensions/", ".gemini/commands/", ".gemini/policies/",
+	".gemini/settings.json", ".gemini/GEMINI.md", ".gemini/extensions/", ".gemini/commands/", ".gemini/policies/",
 	".gemini/trustedFolders.json", ".gemini/trusted_hooks.json", ".gemini/.env", ".gemini/bin/",
 	// OpenCode
 	".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".config/opencode/config.json",

@@ -16,10 +16,11 @@ import (
 // PIP_CACHE_DIR…), which persist between the project's jailed runs and
 // which no unjailed tool reads.
 //
-// A cache an unjailed tool checks at use stays shareable and is not
-// listed: npm's _cacache (content-addressed; what it returns is checked
-// against the integrity it was stored under and the lockfile's). Go's module cache
-// is listed: go checks go.sum against the .ziphash file beside a cached
+// No cache is shared. npm's _cacache checks what it returns against the
+// integrity recorded in its own index, but the index is in the cache too:
+// a jailed process can write a package listing (marked fresh) and a
+// matching tarball whose install script an unjailed `npm install` then
+// runs. Go's module cache is listed as well: go checks go.sum against the .ziphash file beside a cached
 // zip, not the zip nor the extracted tree (only go mod verify re-hashes
 // them), and the read-only file modes go gives the tree stop no process of
 // the same user (less so under GOFLAGS=-modcacherw).
@@ -43,12 +44,13 @@ var poisonableCaches = []string{
 	// commands; cargo's settings (build.rustc-wrapper runs a program);
 	// rustup's toolchains.
 	".cargo/registry/", ".cargo/git/", ".cargo/bin/", ".cargo/config.toml", ".cargo/config", ".rustup/",
-	// Node: yarn and bun copy what their caches hold without re-checking
-	// it, pnpm only when a file's time says it changed (a time the same
+	// Node: npm's cache (listings and tarballs, with the index that
+	// vouches for them); yarn and bun copy what their caches hold without
+	// re-checking it, pnpm only when a file's time says it changed (a time the same
 	// user can set back); node-gyp compiles addons against its cached headers; installed
 	// runtimes; ~/.yarnrc.yml (yarnPath runs a script) and bunfig.toml
 	// (preload scripts).
-	".cache/yarn/", ".yarn/", ".bun/", ".local/share/pnpm/", ".cache/pnpm/", ".cache/node-gyp/", ".nvm/", ".volta/", ".local/share/fnm/",
+	".npm/", ".cache/yarn/", ".yarn/", ".bun/", ".local/share/pnpm/", ".cache/pnpm/", ".cache/node-gyp/", ".nvm/", ".volta/", ".local/share/fnm/",
 	".yarnrc", ".yarnrc.yml", ".bunfig.toml",
 	// Ruby: user gems and their commands, the marshalled spec cache,
 	// Bundler's settings and cache.

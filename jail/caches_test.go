@@ -29,7 +29,7 @@ func TestReadOnlyCachesList(t *testing.T) {
 	for _, rel := range []string{
 		".cache/go-build", "go/pkg/mod", "go/bin", ".m2/repository", ".gradle/caches", ".gradle/wrapper",
 		".cache/pip", ".cache/uv", ".cargo/registry/src", ".cargo/git/checkouts", ".cargo/bin", ".rustup",
-		".local/bin", ".cache/yarn", ".bun/install/cache", ".gem",
+		".local/bin", ".npm/_cacache", ".cache/yarn", ".bun/install/cache", ".gem",
 		".cache/pre-commit/repoabc", ".cache/ms-playwright",
 	} {
 		if !covered(filepath.Join(home, rel)) {
@@ -37,7 +37,7 @@ func TestReadOnlyCachesList(t *testing.T) {
 		}
 	}
 	// Checked at use, shared with the host, and where the jail's own caches live.
-	for _, rel := range []string{".npm/_cacache", ".cache/jail/go-build", ".cache/jail/cargo", ".cache"} {
+	for _, rel := range []string{".cache/jail/go-build", ".cache/jail/cargo", ".cache"} {
 		if covered(filepath.Join(home, rel)) {
 			t.Errorf("~/%s must stay writable for the jail", rel)
 		}

@@ -72,6 +72,8 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 	paths, patterns := Interest(pol, home)
 	paths = append(paths, f.CADir, f.StateDir)
 	f.HooksPaths = hooksPaths(pol.ProjectRoot, home)
+	f.AgentPrograms = referencedPrograms(home, shownRoots(pol, home))
+	paths = append(paths, f.AgentPrograms...)
 	for _, h := range f.HooksPaths {
 		paths = append(paths, withParents(strings.TrimSuffix(h, "/"), "/")...)
 	}
@@ -385,7 +387,7 @@ func statGuardFacts(f *Facts, root string) {
 		}
 	}
 	for _, g := range f.Matches[filepath.Join(root, nestedGit)] {
-		for _, c := range []string{"hooks", "config", "info"} {
+		for _, c := range []string{"hooks", "config", "info", "commondir", "../HEAD"} {
 			stat(filepath.Join(g, c))
 		}
 	}

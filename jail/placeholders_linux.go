@@ -31,10 +31,14 @@ import (
 
 // journal is what one running jail made and binds.
 type journal struct {
-	PID   int            `json:"pid"`
-	Start uint64         `json:"start"` // the process's start time: a reused PID is not the session
-	Made  []journalEntry `json:"made"`  // in creation order
-	Uses  []string       `json:"uses"`  // other sessions' placeholders this one binds
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"` // the process's start time: a reused PID is not the session
+	// JailPID and JailStart are the jail's first process (its PID 1): a
+	// killed jail's processes are gone once it is.
+	JailPID   int            `json:"jailPid,omitempty"`
+	JailStart uint64         `json:"jailStart,omitempty"`
+	Made      []journalEntry `json:"made"` // in creation order
+	Uses      []string       `json:"uses"` // other sessions' placeholders this one binds
 }
 
 type journalEntry struct {
@@ -56,7 +60,11 @@ func openStore(stateDir string) (*store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "pool"), 0o700); err != nil {
 		return nil, fmt.Errorf("the placeholder journal: %w; jail records there the placeholders it makes, to remove them even after a kill: make %s a directory you can write", err, stateDir)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "journal.json"), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	// A journal jail did not make could make it remove a user's file.
+	if err := privateDir(dir); err != nil {
+		return nil, fmt.Errorf("the placeholder journal: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "journal.json"), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening the placeholder journal: %w", err)
 	}
@@ -68,6 +76,19 @@ func openStore(stateDir string) (*store, error) {
 }
 
 func (s *store) close() { s.f.Close() }
+
+// privateDir checks that dir is a directory of this user's that no one
+// else may write (or read), and not a symlink.
+func privateDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() || st.Mode&0o077 != 0 {
+		return fmt.Errorf("%s is not a private directory of yours (mode %o); remove it and try again", dir, st.Mode&0o7777)
+	}
+	return nil
+}
 
 func (s *store) load() map[string]*journal {
 	m := map[string]*journal{}
@@ -212,6 +233,8 @@ func releaseSession(stateDir, session string) {
 	if rest := releaseJournal(s.dir, j, m); rest != nil {
 		m[session] = rest
 	}
+	// What other sessions that are gone kept for this one is free now.
+	sweep(s.dir, m)
 	s.save(m)
 }
 
@@ -275,10 +298,14 @@ type pool struct {
 
 func newPool(dir string) *pool {
 	p := &pool{dir: filepath.Join(dir, "pool"), spare: map[string][]string{}, fs: map[string]bool{}}
+	// Only a pool that is a private directory of this user's is used: a
+	// planted one could hand jail a directory full of files to put in
+	// the project as a placeholder.
 	var st unix.Stat_t
-	if unix.Stat(p.dir, &st) == nil {
-		p.dev = st.Dev
+	if unix.Lstat(p.dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() || st.Mode&0o077 != 0 {
+		return p
 	}
+	p.dev = st.Dev
 	entries, _ := os.ReadDir(p.dir)
 	for _, e := range entries {
 		if i := strings.LastIndexByte(e.Name(), '-'); i > 0 {
@@ -306,9 +333,8 @@ func (p *pool) plan(ph PathPlaceholder) journalEntry {
 	for len(p.spare[k]) > 0 {
 		src := filepath.Join(p.dir, p.spare[k][0])
 		p.spare[k] = p.spare[k][1:]
-		// A spare directory is empty: one that was not is never put back.
 		var st unix.Stat_t
-		if unix.Lstat(src, &st) == nil && p.sameFS(existingParent(ph.Path)) && (ph.Dir || p.intact(src, ph)) {
+		if unix.Lstat(src, &st) == nil && p.sameFS(existingParent(ph.Path)) && p.intact(src, ph) {
 			e.Dev, e.Ino, e.from = st.Dev, st.Ino, src
 			break
 		}
@@ -316,10 +342,19 @@ func (p *pool) plan(ph PathPlaceholder) journalEntry {
 	return e
 }
 
-// intact reports whether a spare entry is still what it should be.
+// intact reports whether an entry is exactly a placeholder: an empty
+// directory, or a regular file holding its content, of this user's, never
+// a symlink.
 func (p *pool) intact(src string, ph PathPlaceholder) bool {
+	var st unix.Stat_t
+	if unix.Lstat(src, &st) != nil || int(st.Uid) != os.Getuid() {
+		return false
+	}
 	if ph.Dir {
-		return emptyDir(src)
+		return st.Mode&unix.S_IFMT == unix.S_IFDIR && emptyDir(src)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(ph.Content)) {
+		return false
 	}
 	b, err := os.ReadFile(src)
 	return err == nil && string(b) == ph.Content
@@ -351,7 +386,12 @@ func (p *pool) sameFS(dir string) bool {
 // directory or file.
 func (p *pool) make(e *journalEntry) error {
 	if e.from != "" && unix.Renameat2(unix.AT_FDCWD, e.from, unix.AT_FDCWD, e.Path, unix.RENAME_NOREPLACE) == nil {
-		return nil
+		// Checked again where it landed: nothing may have been put in
+		// it between the plan and the rename.
+		if p.intact(e.Path, e.PathPlaceholder) {
+			return nil
+		}
+		return fmt.Errorf("the spare placeholder taken from %s was not empty; remove %s and try again", p.dir, e.Path)
 	}
 	if e.Dir {
 		if err := os.Mkdir(e.Path, 0o755); err != nil {
@@ -426,9 +466,28 @@ func madeByLive(m map[string]*journal) map[string]bool {
 	return out
 }
 
-// alive reports whether the journal's jail process still runs.
+// alive reports whether the journal's jail process, or the first process
+// of its jail, still runs (a zombie counts: the namespace's processes die
+// before it becomes one).
 func alive(j *journal) bool {
-	return j.PID > 0 && j.Start != 0 && procStart(j.PID) == j.Start
+	running := func(pid int, start uint64) bool { return pid > 0 && start != 0 && procStart(pid) == start }
+	return running(j.PID, j.Start) || running(j.JailPID, j.JailStart)
+}
+
+// recordJailPID notes the jail's first process in the session's journal.
+func recordJailPID(stateDir, session string, pid int) error {
+	s, err := openStore(stateDir)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	m := s.load()
+	j, ok := m[session]
+	if !ok {
+		return nil
+	}
+	j.JailPID, j.JailStart = pid, procStart(pid)
+	return s.save(m)
 }
 
 // procStart is a process's start time in clock ticks since boot (field 22

@@ -72,6 +72,10 @@ type Facts struct {
 	// project (its .git/config) and the user (~/.gitconfig), as read from
 	// those files; a trailing "/" marks each as a directory.
 	HooksPaths []string
+	// AgentPrograms are files in the home the agents' settings name as
+	// programs to run (a status line script, a hook), read from those
+	// settings: kept read-only like the settings themselves.
+	AgentPrograms []string
 
 	Env          []string // the host environment
 	Session      string   // random session id
@@ -123,7 +127,7 @@ var projectProtected = []string{
 	".git/hooks/", ".git/config", ".git/info/",
 	".git/modules/*/hooks", ".git/modules/*/config", ".git/modules/*/modules/*/hooks", ".git/modules/*/modules/*/config",
 	".git/worktrees/*",
-	".vscode/", ".idea/", ".devcontainer/", ".envrc",
+	".vscode/", ".idea/", ".devcontainer/", ".devcontainer.json", ".envrc",
 	".claude/settings.json", ".claude/settings.local.json", ".claude/commands/", ".claude/agents/",
 	".claude/hooks/", ".claude/skills/", ".mcp.json",
 	".gemini/", ".cursor/", ".codex/", ".windsurf/", ".zed/", ".continue/", "opencode.json", "opencode.jsonc", ".opencode/",
@@ -138,8 +142,10 @@ var projectProtected = []string{
 // trusts a new config, a new jail.json that widens needs trust, a new
 // uv.toml runs nothing, and git takes a new .gitmodules up only when told.
 var projectProtectedPresent = []string{
-	".gitmodules", ".husky/", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
-	".overcommit.yml", "mise.toml", ".mise.toml", "uv.toml", "jail.json",
+	".gitmodules", ".husky/", ".pre-commit-config.yaml", ".overcommit.yml",
+	"lefthook.yml", "lefthook.yaml", "lefthook.toml", "lefthook.json", ".lefthook.yml", ".lefthook.yaml", ".lefthook.toml", ".lefthook.json",
+	"lefthook-local.yml", "lefthook-local.yaml", "lefthook-local.toml", "lefthook-local.json", ".lefthook-local.yml", ".lefthook-local.yaml",
+	".lefthook/", ".lefthook-local/", "mise.toml", ".mise.toml", "uv.toml", "jail.json",
 }
 
 // homeProtected are read-only whenever a policy makes them writable: shell
@@ -152,6 +158,9 @@ var homeProtected = append([]string{
 	".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish/", ".inputrc", ".xprofile", ".xsession",
 	".xinitrc", ".pam_environment", ".config/environment.d/", ".config/autostart/", ".config/systemd/",
 	".local/bin/", "bin/", ".config/jail/",
+	// Editors, terminals and debuggers run what their startup files say.
+	".vimrc", ".vim/", ".config/nvim/", ".emacs", ".emacs.d/", ".tmux.conf", ".config/tmux/", ".screenrc",
+	".gdbinit", ".ipython/", ".vscode/extensions/", ".config/Code/User/",
 }, poisonableCaches...)
 
 // nestedGit finds the .git of repositories inside the project (nested
@@ -197,6 +206,7 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	}
 	add(filepath.Join(pol.ProjectRoot, ".git", "info", "exclude"))
 	add(filepath.Join(pol.ProjectRoot, ".git"), filepath.Join(pol.ProjectRoot, nestedGit))
+	add(filepath.Join(pol.ProjectRoot, ".git", "commondir"), filepath.Join(pol.ProjectRoot, "HEAD"))
 	add(secretFiles(pol)...)
 	add(pol.AllowRead...)
 	add(pol.AllowWrite...)
@@ -600,11 +610,20 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	for _, rel := range projectProtected {
 		protectedLiteral = append(protectedLiteral, joinRel(root, rel))
 	}
+	lefthook := false
 	for _, rel := range projectProtectedPresent {
 		if pp := joinRel(root, rel); f.info(strings.TrimSuffix(pp, "/")).Exists {
 			protectedLiteral = append(protectedLiteral, pp)
+			lefthook = lefthook || strings.Contains(rel, "lefthook")
 		} else {
 			p.WatchNew = append(p.WatchNew, strings.TrimSuffix(pp, "/"))
+		}
+	}
+	if lefthook {
+		// lefthook merges a local config into the project's without a
+		// step outside the jail: held even when missing.
+		for _, rel := range []string{"lefthook-local.yml", "lefthook-local.yaml", ".lefthook-local.yml", ".lefthook-local.yaml"} {
+			protectedLiteral = append(protectedLiteral, filepath.Join(root, rel))
 		}
 	}
 	for _, rel := range homeProtected {
@@ -613,6 +632,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	for _, rel := range agentCommandPaths {
 		protectedLiteral = append(protectedLiteral, joinRel(f.Home, rel))
 	}
+	protectedLiteral = append(protectedLiteral, f.AgentPrograms...)
 	var guards []string
 	for _, pp := range protectedLiteral {
 		if HasMeta(pp) {
@@ -634,8 +654,12 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	for _, g := range gitDirs {
 		switch in := f.info(g); {
 		case in.Exists && in.Dir && in.Link == "":
+			// commondir would take git's config and hooks from elsewhere;
+			// a HEAD beside .git holds the work tree from passing for a
+			// bare repository (with a config of its own) once .git is
+			// made invalid.
 			pins = append(pins, g)
-			guards = append(guards, g+"/hooks/", g+"/config", g+"/info/")
+			guards = append(guards, g+"/hooks/", g+"/config", g+"/info/", g+"/commondir", filepath.Join(filepath.Dir(g), "HEAD"))
 		default: // a gitdir file, a link, or missing: read-only
 			guards = append(guards, g+"/")
 		}
@@ -686,6 +710,31 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 		p.Placeholders = append(p.Placeholders, ph)
 		p.Mounts = append(p.Mounts, InitMount{Path: path, Host: ph.Path, ReadOnly: true, Why: "read-only; a placeholder on the host while the jail runs"})
+		pins = append(pins, parentsBelow(path, b.dest)...)
+	}
+	// Credential stores missing from a writable tree on disk: a masked
+	// placeholder holds the name, so that a planted ~/.aws/config
+	// (credential_process) or ~/.npmrc (script-shell) cannot appear.
+	for _, rel := range homeDeny {
+		path, dir := filepath.Join(f.Home, rel), strings.HasSuffix(rel, "/")
+		b, ok := cover(path)
+		if !ok || !b.writable || f.info(path).Exists || held[path] || coveredBy(path, held) ||
+			(p.OverlayHome != "" && under(path, f.Home)) || symlinkAt(path, b.dest, f) != "" {
+			continue
+		}
+		for _, d := range parentsBelow(path, b.dest) {
+			if !f.info(d).Exists && !madeDir[d] {
+				madeDir[d] = true
+				p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, d), Dir: true})
+			}
+		}
+		held[path] = true
+		p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, path), Dir: dir})
+		kind := "mask"
+		if dir {
+			kind = "mask-dir"
+		}
+		masks = append(masks, Op{Kind: kind, Dest: path, Why: "denyRead; a placeholder on the host while the jail runs"})
 		pins = append(pins, parentsBelow(path, b.dest)...)
 	}
 	if op, ok := planGitExclude(p, root, f); ok {
@@ -752,6 +801,20 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			kind = "mask-dir"
 		}
 		masks = append(masks, Op{Kind: kind, Dest: m, Why: "denyRead"})
+		// In a writable tree on disk, the directories above a mask are
+		// pinned too: renaming one would carry the mask away and free
+		// the name for a planted file (jail's own state directory among
+		// them). The learning overlay keeps no such rename.
+		b, ok := cover(m)
+		if !ok || !b.writable || (p.OverlayHome != "" && under(m, f.Home)) {
+			continue
+		}
+		for _, d := range parentsBelow(m, b.dest) {
+			if !pinned[d] && !roSet[d] && !coveredBy(d, roSet) {
+				pinned[d] = true
+				p.Mounts = append(p.Mounts, InitMount{Path: d, Host: hostOf(b, d), Why: "pinned: a mask lies below"})
+			}
+		}
 	}
 
 	var jailVars map[string]string

@@ -173,9 +173,16 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 		spec.Notify = true
 	}
-	// eBPF: bubblewrap reports the jail's first PID on an info pipe, the
-	// probes are aimed at its PID namespace.
-	if obs != nil && obs.ebpf != nil {
+	// bubblewrap reports the jail's first PID on an info pipe: the eBPF
+	// probes are aimed at its PID namespace, and the placeholder journal
+	// records it, so that no later jail takes a placeholder away while a
+	// process of this one (killed with jail) may still be running. The
+	// command waits for both.
+	held := len(plan.Placeholders) > 0
+	if held {
+		spec.WaitProxy = true
+	}
+	if (obs != nil && obs.ebpf != nil) || held {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return 125, &ExitError{125, fmt.Errorf("creating pipes: %w", err)}
@@ -257,11 +264,16 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	go func() {
 		if infoR != nil {
 			pid, err := childPid(infoR)
-			if err == nil {
-				err = obs.target(pid)
+			if err == nil && held {
+				err = recordJailPID(plan.StateDir, plan.Session, pid)
+			}
+			if err == nil && obs != nil && obs.ebpf != nil {
+				if err = obs.target(pid); err != nil {
+					err = fmt.Errorf("starting the eBPF tracer: %w", err)
+				}
 			}
 			if err != nil {
-				netReady <- fmt.Errorf("starting the eBPF tracer: %w", err)
+				netReady <- err
 				return
 			}
 		}

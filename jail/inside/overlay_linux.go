@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -216,25 +218,40 @@ func unescapeMountinfo(s string) string {
 	return b.String()
 }
 
-// dropCapabilities empties this thread's capability sets and bounding set
-// (the command is forked from this thread), so that no capability given
-// to init for its mounts survives into the command, even as root.
+// dropCapabilities empties the capability sets and bounding set of every
+// thread of init (the command is forked from this one; the Go runtime's
+// other threads must not keep what bubblewrap left for init's mounts),
+// so that none survives into the command, even as root.
 func dropCapabilities() error {
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		if in, _ := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); in != 1 {
 			continue
 		}
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+		if err := allThreads(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("init: dropping capability %d from the bounding set: %w", c, err)
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil && err != unix.EINVAL {
 		return fmt.Errorf("init: clearing ambient capabilities: %w", err)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
+	if err := allThreads(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
 		return fmt.Errorf("init: dropping capabilities: %w", err)
+	}
+	return nil
+}
+
+// allThreads makes a system call on every thread of the process (init is
+// built without cgo, where the runtime can); built with cgo, on this
+// thread only.
+func allThreads(trap, a1, a2, a3 uintptr) error {
+	_, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3)
+	if errno == syscall.ENOTSUP {
+		_, _, errno = syscall.RawSyscall(trap, a1, a2, a3)
+	}
+	if errno != 0 {
+		return errno
 	}
 	return nil
 }
