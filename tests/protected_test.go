@@ -441,3 +441,102 @@ func TestClaudeProfileKeepsWhatClaudeRunsReadOnly(t *testing.T) {
 		hostUnchanged(t, s.Home+"/.claude/CLAUDE.md", "be careful\n")
 	})
 }
+
+// TestGitRedirectsHeld: git takes its config and hooks from the directory
+// .git/commondir names, and from the work tree itself when .git is made
+// invalid and the work tree looks like a bare repository. Neither can be
+// planted from inside; an unjailed git status afterwards runs nothing.
+func TestGitRedirectsHeld(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		marker := s.Base + "/PWNED-git"
+		cfg := `[core]\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch ` + marker + `; false\"\n`
+		got, r := attempts(t, s, nil, map[string]string{
+			"commondir": `mkdir .cd && cp -r .git/objects .git/refs .git/HEAD .cd/ && printf "` + cfg + `" > .cd/config && echo ../.cd > .git/commondir`,
+			"bare root": `mv .git/HEAD .git/HEAD.bak; echo 'ref: refs/heads/main' > HEAD && mkdir -p objects refs && printf "` + cfg + `" > config`,
+		})
+		for name, ok := range got {
+			if ok {
+				t.Errorf("%q succeeded from inside:\n%s", name, r)
+			}
+		}
+		s.HostOut(s.Project, "git", "status", "--porcelain")
+		hostAbsent(t, marker)
+		hostAbsent(t, s.Project+"/.git/commondir")
+		hostAbsent(t, s.Project+"/HEAD")
+	})
+}
+
+// TestStateDirCannotBeSwapped: with ~/.local writable, jail's own state
+// directory (masked) cannot be carried away by renaming a parent and a
+// planted one put in its place: the parents of a mask are pinned.
+func TestStateDirCannotBeSwapped(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		if r := s.Jail("--", "true"); r.Code != 0 { // makes the state directory
+			t.Fatalf("first run:\n%s", r)
+		}
+		got, r := attempts(t, s, []string{"--allow-write", s.Home + "/.local"}, map[string]string{
+			"rename state":  "mv ~/.local/state ~/.local/st2 && mkdir -p ~/.local/state/jail/placeholders/pool/d-000000000000/x",
+			"rename local":  "mv ~/.local ~/.l2",
+			"control-write": "mkdir -p ~/.local/share/tool && echo x > ~/.local/share/tool/f",
+		})
+		for name, ok := range got {
+			if strings.HasPrefix(name, "control-") != ok {
+				t.Errorf("%q: succeeded=%v\n%s", name, ok, r)
+			}
+		}
+		hostAbsent(t, s.Home+"/.local/st2")
+		hostAbsent(t, s.Home+"/.l2")
+		if r := s.Jail("--", "true"); r.Code != 0 {
+			t.Fatalf("a later run:\n%s", r)
+		}
+		hostAbsent(t, s.Project+"/.claude/x")
+	})
+}
+
+// TestMissingCredentialStoresHeld: with the home writable, a credential
+// store that does not exist cannot be created from inside either (an
+// ~/.aws/config with credential_process, an ~/.npmrc with script-shell).
+func TestMissingCredentialStoresHeld(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		os.RemoveAll(s.Home + "/.aws")
+		got, r := attempts(t, s, []string{"--allow-write", s.Home}, map[string]string{
+			"aws config":    `mkdir -p ~/.aws && printf "[default]\ncredential_process = sh -c id\n" > ~/.aws/config`,
+			"npmrc":         "echo script-shell=/tmp/x > ~/.npmrc",
+			"kube":          "mkdir -p ~/.kube && echo x > ~/.kube/config",
+			"vimrc":         "echo '!sh' > ~/.vimrc",
+			"control-write": "echo x > ~/notes2.txt && rm ~/notes2.txt",
+		})
+		for name, ok := range got {
+			if strings.HasPrefix(name, "control-") != ok {
+				t.Errorf("%q: succeeded=%v\n%s", name, ok, r)
+			}
+		}
+		for _, p := range []string{"/.aws", "/.npmrc", "/.kube", "/.vimrc"} {
+			hostAbsent(t, s.Home+p)
+		}
+	})
+}
+
+// TestInitThreadsHoldNoCapability: no thread of jail's init keeps a
+// capability it was given for its mounts.
+func TestInitThreadsHoldNoCapability(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		r := s.MustSh("cat /proc/1/task/*/status | grep -E '^Cap(Prm|Eff|Bnd|Amb):' | sort -u")
+		if l := lines(r.Stdout); len(l) == 0 {
+			t.Fatalf("read no capability lines:\n%s", r)
+		}
+		for _, l := range lines(r.Stdout) {
+			if !strings.HasSuffix(l, "0000000000000000") {
+				t.Errorf("a thread of init keeps a capability: %q", l)
+			}
+		}
+	})
+}
