@@ -467,8 +467,7 @@ func madeByLive(m map[string]*journal) map[string]bool {
 }
 
 // alive reports whether the journal's jail process, or the first process
-// of its jail, still runs (a zombie counts: the namespace's processes die
-// before it becomes one).
+// of its jail, still runs.
 func alive(j *journal) bool {
 	running := func(pid int, start uint64) bool { return pid > 0 && start != 0 && procStart(pid) == start }
 	return running(j.PID, j.Start) || running(j.JailPID, j.JailStart)
@@ -491,7 +490,7 @@ func recordJailPID(stateDir, session string, pid int) error {
 }
 
 // procStart is a process's start time in clock ticks since boot (field 22
-// of /proc/PID/stat), 0 when there is no such process.
+// of /proc/PID/stat), 0 when there is no such process or it has exited.
 func procStart(pid int) uint64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -504,7 +503,10 @@ func procStart(pid int) uint64 {
 		return 0
 	}
 	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
+	// A zombie has run its last: a namespace's first process becomes one
+	// only once every other process in it is gone. (Its parent may never
+	// reap it.)
+	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
 		return 0
 	}
 	v, _ := strconv.ParseUint(fields[19], 10, 64)

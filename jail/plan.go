@@ -705,8 +705,12 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 		held[path] = true
 		ph := PathPlaceholder{Path: hostOf(b, path), Dir: dir}
-		if !dir && (strings.HasSuffix(path, ".json") || strings.HasSuffix(path, ".jsonc")) {
+		switch {
+		case dir:
+		case strings.HasSuffix(path, ".json") || strings.HasSuffix(path, ".jsonc"):
 			ph.Content = "{}\n"
+		case filepath.Base(path) == "commondir":
+			ph.Content = ".\n" // git reads it: the common directory is .git itself, as without it
 		}
 		p.Placeholders = append(p.Placeholders, ph)
 		p.Mounts = append(p.Mounts, InitMount{Path: path, Host: ph.Path, ReadOnly: true, Why: "read-only; a placeholder on the host while the jail runs"})
