@@ -144,7 +144,7 @@ func TestMergeAgentJSON(t *testing.T) {
 			want: `{"numStartups":3,"projects":{"/p":{"mcpServers":{"mine":{"command":"my-server"}},"allowedTools":["Read"],"hasTrustDialogAccepted":true,"history":[1,2]},"/q":{"lastCost":1}}}`,
 		},
 		{
-			name: "a nested value holding hooks removed or retyped inside",
+			name:   "a nested value holding hooks removed or retyped inside",
 			base:   `{"x":{"keep":{"hooks":{"a":1}},"v":1},"y":{"hooks":{"b":1}},"l":[{"env":{"A":"1"}},{"v":1}]}`,
 			ours:   `{"x":{"v":2},"y":"str","l":[{"v":2}]}`,
 			theirs: `{"x":{"keep":{"hooks":{"a":1}},"v":1},"y":{"hooks":{"b":1}},"l":[{"env":{"A":"1"}},{"v":1}]}`,
