@@ -112,11 +112,14 @@ var claudeProtected = []string{
 // level, and one by one inside each object Split names, such as each
 // project's under "projects") are applied to the host file's current
 // content, so that what the host wrote meanwhile stays; protected keys
-// keep the host's value, or its absence, at any depth. The merge runs
-// under Claude Code's own lock and replaces the host file atomically, with
-// its mode, only if it changes. A copy that is not valid JSON is not
-// merged (one warning); a jail killed before the merge leaves the host
-// file as it was, and the copy is dropped.
+// keep the host's value, or its absence, at any depth, and a value holding
+// one (all of "projects", one project) stays as the host has it when the
+// run removes it or writes a value of another type in its place. The
+// merge runs under Claude Code's own lock and replaces the host file
+// atomically, with its mode, only if it changes. A copy that is not valid
+// JSON, or nests deeper than maxJSONDepth, is not merged (one warning); a
+// jail killed before the merge leaves the host file as it was, and the
+// copy is dropped.
 var agentFiles = []agentFile{
 	{Rel: ".claude.json", Format: "json", Protected: claudeProtected, Split: []string{"projects", "projects.*"}},
 }
@@ -211,11 +214,13 @@ func (m merger) merge(base, ours, theirs *object, path []string) *object {
 		if inBase == inOurs && equalValues(bv, ov) {
 			continue // not changed inside: the host's value stays
 		}
+		tv, inTheirs := theirs.get(k)
 		if !inOurs {
-			out.del(k)
+			if !inTheirs || !m.holdsProtected(tv) {
+				out.del(k)
+			}
 			continue
 		}
-		tv, _ := theirs.get(k)
 		sub := append(append([]string{}, path...), k)
 		if oo, ok := ov.(*object); ok && m.splits(sub) {
 			bo, _ := bv.(*object)
@@ -251,8 +256,14 @@ func (m merger) splits(path []string) bool {
 
 // keepProtected is a value written inside with every protected key, at
 // any depth, replaced by the host's value at the same place (or dropped
-// where the host has none).
+// where the host has none). Where the host's value holds protected keys,
+// the run cannot take them away by removing it, nor by writing a value of
+// another JSON type (or, for an array, of another length) in its place:
+// the host's value stays.
 func (m merger) keepProtected(in, host any) any {
+	if !sameShape(in, host) && m.holdsProtected(host) {
+		return host
+	}
 	switch v := in.(type) {
 	case *object:
 		h, _ := host.(*object)
@@ -267,7 +278,7 @@ func (m merger) keepProtected(in, host any) any {
 			}
 		}
 		for _, k := range h.keysNotIn(v) {
-			if m.protected[k] {
+			if m.protected[k] || m.holdsProtected(h.vals[k]) {
 				out.put(k, h.vals[k])
 			}
 		}
@@ -285,6 +296,49 @@ func (m merger) keepProtected(in, host any) any {
 		return out
 	}
 	return in
+}
+
+// holdsProtected reports whether v has a protected key at any depth.
+func (m merger) holdsProtected(v any) bool {
+	switch x := v.(type) {
+	case *object:
+		for _, k := range x.keys {
+			if m.protected[k] || m.holdsProtected(x.vals[k]) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if m.holdsProtected(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sameShape reports whether a and b are of the same JSON type, and of the
+// same length if both are arrays: an array's elements merge one by one
+// only where they line up.
+func sameShape(a, b any) bool {
+	switch x := a.(type) {
+	case *object:
+		_, ok := b.(*object)
+		return ok
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) == len(y)
+	case string:
+		_, ok := b.(string)
+		return ok
+	case json.Number:
+		_, ok := b.(json.Number)
+		return ok
+	case bool:
+		_, ok := b.(bool)
+		return ok
+	}
+	return a == nil && b == nil
 }
 
 // object is a JSON object that keeps the order of its members, so that a
@@ -384,11 +438,20 @@ func equalValues(a, b any) bool {
 	return a == b
 }
 
-// parseObject decodes a JSON document that must be an object.
+// maxJSONDepth bounds how deeply the objects and arrays of an agent file
+// may nest. Claude Code's own files nest a few levels; a file nested
+// deeper was written to exhaust jail's stack as it merges, and is refused.
+const maxJSONDepth = 512
+
+// errTooDeep is a document nested beyond maxJSONDepth.
+var errTooDeep = fmt.Errorf("nested deeper than %d levels", maxJSONDepth)
+
+// parseObject decodes a JSON document that must be an object, nested at
+// most maxJSONDepth levels.
 func parseObject(data []byte) (*object, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := decodeValue(dec)
+	v, err := decodeValue(dec, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -402,13 +465,19 @@ func parseObject(data []byte) (*object, error) {
 	return o, nil
 }
 
-func decodeValue(dec *json.Decoder) (any, error) {
+// decodeValue decodes the next value, depth levels down from the top.
+func decodeValue(dec *json.Decoder, depth int) (any, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
+		if depth++; depth > maxJSONDepth {
+			return nil, errTooDeep
+		}
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -418,7 +487,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			v, err := decodeValue(dec)
+			v, err := decodeValue(dec, depth)
 			if err != nil {
 				return nil, err
 			}
@@ -429,7 +498,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	case json.Delim('['):
 		list := []any{}
 		for dec.More() {
-			v, err := decodeValue(dec)
+			v, err := decodeValue(dec, depth)
 			if err != nil {
 				return nil, err
 			}

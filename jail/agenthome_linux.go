@@ -61,10 +61,22 @@ func copyAgentFile(a AgentFile) ([]byte, error) {
 // exited, warning (one line each) about a copy it could not merge.
 func (s *agentSession) mergeBack(stderr io.Writer) {
 	for i, a := range s.files {
-		if err := mergeAgentFile(a, s.base[i]); err != nil {
+		if err := mergeGuarded(a, s.base[i]); err != nil {
 			fmt.Fprintf(stderr, "jail: warning: %s not updated from the jail: %v\n", a.Host, err)
 		}
 	}
+}
+
+// mergeGuarded is mergeAgentFile with a panic turned into the error of a
+// copy not merged: the host file is written last, so it is as it was, and
+// jail goes on to its warnings and to removing the copies.
+func mergeGuarded(a AgentFile, base []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: the merge failed (%v)", ErrNotMerged, r)
+		}
+	}()
+	return mergeAgentFile(a, base)
 }
 
 // remove deletes the session copies, merged or not.

@@ -103,3 +103,27 @@ func TestAgentMergeBackFiles(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentMergeBackTooDeep: a copy nested millions of levels deep, as a
+// jailed run can leave it, is refused with one warning instead of
+// overflowing jail's stack; the host file stays byte for byte and the
+// session copy is removed.
+func TestAgentMergeBackTooDeep(t *testing.T) {
+	const host = `{"numStartups": 3, "mcpServers": {"mine": {"command": "my-server"}}}`
+	s, a := agentRun(t, host, 0o600)
+	n := 2_000_000
+	os.WriteFile(a.Copy, []byte(`{"a":`+strings.Repeat("[", n)+strings.Repeat("]", n)+`}`), 0o600)
+	before := inode(t, a.Host)
+	var warn bytes.Buffer
+	s.mergeBack(&warn)
+	if b, _ := os.ReadFile(a.Host); string(b) != host || inode(t, a.Host) != before {
+		t.Errorf("the host file changed: %q", b)
+	}
+	if strings.Count(warn.String(), "\n") != 1 || !strings.Contains(warn.String(), "nested deeper") {
+		t.Errorf("want one warning naming the nesting, got %q", warn.String())
+	}
+	s.remove()
+	if _, err := os.Stat(a.Copy); err == nil {
+		t.Errorf("the session copy is left behind")
+	}
+}

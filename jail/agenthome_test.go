@@ -112,6 +112,60 @@ func TestMergeAgentJSON(t *testing.T) {
 			base: ``, ours: `{"a":1,"mcpServers":{"x":1}}`, theirs: `{"b":2}`,
 			want: `{"b":2,"a":1}`,
 		},
+		{
+			name: "projects removed inside: the host's projects stay",
+			base: hostProjects, ours: `{"numStartups":4}`, theirs: hostProjects,
+			want: `{"numStartups":4,"projects":` + hostProjectsValue + `}`,
+		},
+		{
+			name: "projects replaced by a number inside",
+			base: hostProjects, ours: `{"numStartups":3,"projects":0}`, theirs: hostProjects,
+		},
+		{
+			name: "projects replaced by an array inside",
+			base: hostProjects, ours: `{"numStartups":3,"projects":[]}`, theirs: hostProjects,
+		},
+		{
+			name: "projects replaced by null inside",
+			base: hostProjects, ours: `{"numStartups":3,"projects":null}`, theirs: hostProjects,
+		},
+		{
+			name: "a project holding mcpServers removed inside, another changed",
+			base: hostProjects, ours: `{"numStartups":3,"projects":{"/q":{"lastCost":9}}}`, theirs: hostProjects,
+			want: `{"numStartups":3,"projects":{"/p":{"mcpServers":{"mine":{"command":"my-server"}},"allowedTools":["Read"],"hasTrustDialogAccepted":true,"history":[1]},"/q":{"lastCost":9}}}`,
+		},
+		{
+			name: "a project replaced by a string inside",
+			base: hostProjects, ours: `{"numStartups":3,"projects":{"/p":"gone","/q":{"lastCost":1}}}`, theirs: hostProjects,
+		},
+		{
+			name: "a project's history changed, its allowedTools removed inside",
+			base: hostProjects, ours: `{"numStartups":3,"projects":{"/p":{"history":[1,2]},"/q":{"lastCost":1}}}`, theirs: hostProjects,
+			want: `{"numStartups":3,"projects":{"/p":{"mcpServers":{"mine":{"command":"my-server"}},"allowedTools":["Read"],"hasTrustDialogAccepted":true,"history":[1,2]},"/q":{"lastCost":1}}}`,
+		},
+		{
+			name:   "a nested value holding hooks removed or retyped inside",
+			base:   `{"x":{"keep":{"hooks":{"a":1}},"v":1},"y":{"hooks":{"b":1}},"l":[{"env":{"A":"1"}},{"v":1}]}`,
+			ours:   `{"x":{"v":2},"y":"str","l":[{"v":2}]}`,
+			theirs: `{"x":{"keep":{"hooks":{"a":1}},"v":1},"y":{"hooks":{"b":1}},"l":[{"env":{"A":"1"}},{"v":1}]}`,
+			want:   `{"x":{"v":2,"keep":{"hooks":{"a":1}}},"y":{"hooks":{"b":1}},"l":[{"env":{"A":"1"}},{"v":1}]}`,
+		},
+		{
+			name: "harmless top-level key removed inside still reaches the host",
+			base: `{"tipsHistory":{"t":1},"projects":{"/p":{"mcpServers":{"h":1}}}}`, ours: `{"projects":{"/p":{"mcpServers":{"h":1}}}}`,
+			theirs: `{"tipsHistory":{"t":1},"projects":{"/p":{"mcpServers":{"h":1}}}}`,
+			want:   `{"projects":{"/p":{"mcpServers":{"h":1}}}}`,
+		},
+		{
+			name: "harmless project removed inside still reaches the host",
+			base: hostProjects, ours: `{"numStartups":3,"projects":{"/p":` + hostProjectP + `}}`, theirs: hostProjects,
+			want: `{"numStartups":3,"projects":{"/p":` + hostProjectP + `}}`,
+		},
+		{
+			name: "harmless value retyped inside still reaches the host",
+			base: `{"tipsHistory":{"t":1}}`, ours: `{"tipsHistory":0}`, theirs: `{"tipsHistory":{"t":1}}`,
+			want: `{"tipsHistory":0}`,
+		},
 		{name: "invalid JSON inside", base: `{"a":1}`, ours: `{"a":2,`, theirs: `{"a":1}`, err: "left it invalid"},
 		{name: "truncated inside", base: `{"a":1}`, ours: ``, theirs: `{"a":1}`, err: "left it invalid"},
 		{name: "not an object inside", base: `{"a":1}`, ours: `[1]`, theirs: `{"a":1}`, err: "left it invalid"},
@@ -156,6 +210,59 @@ func TestMergeAgentJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostProjects is a host file whose projects hold command keys: the
+// user's own MCP server, tool allow list and folder trust under /p.
+const (
+	hostProjectP      = `{"mcpServers":{"mine":{"command":"my-server"}},"allowedTools":["Read"],"hasTrustDialogAccepted":true,"history":[1]}`
+	hostProjectsValue = `{"/p":` + hostProjectP + `,"/q":{"lastCost":1}}`
+	hostProjects      = `{"numStartups":3,"projects":` + hostProjectsValue + `}`
+)
+
+// TestMergeAgentJSONTooDeep: a copy (or host file) nested far deeper than
+// any agent writes is refused with an error, not a crash, and nothing is
+// merged.
+func TestMergeAgentJSONTooDeep(t *testing.T) {
+	const n = 100000
+	deep := `{"a":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
+	deepObj := `{"a":` + strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) + `}`
+	atLimit := `{"a":` + strings.Repeat("[", maxJSONDepth-1) + strings.Repeat("]", maxJSONDepth-1) + `}`
+	rule := claudeRule(t)
+	for _, tt := range []struct{ name, base, ours, theirs, err string }{
+		{"deep array inside", `{"a":1}`, deep, `{"a":1}`, "left it invalid"},
+		{"deep object inside", `{"a":1}`, deepObj, `{"a":1}`, "left it invalid"},
+		{"just past the limit inside", `{"a":1}`, `{"a":[` + atLimit[5:] + `]}`, `{"a":1}`, "left it invalid"},
+		{"deep host file", `{"a":1}`, `{"a":2}`, deep, "host file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed, err := MergeAgentJSON([]byte(tt.base), []byte(tt.ours), []byte(tt.theirs), rule)
+			if err == nil || !errors.Is(err, ErrNotMerged) || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "nested deeper") {
+				t.Fatalf("err = %v, want ErrNotMerged with %q and the nesting named", err, tt.err)
+			}
+			if changed || string(got) != tt.theirs {
+				t.Errorf("the host content must come back unchanged (changed %v)", changed)
+			}
+		})
+	}
+	t.Run("at the limit: merged", func(t *testing.T) {
+		got, changed, err := MergeAgentJSON([]byte(`{"a":1}`), []byte(atLimit), []byte(`{"a":1}`), rule)
+		if err != nil || !changed {
+			t.Fatalf("a copy nested %d levels: changed %v, err %v; want it merged", maxJSONDepth, changed, err)
+		}
+		if o, err := parseObject(got); err != nil || !equalValues(o, mustParse(t, atLimit)) {
+			t.Errorf("merged output %v: %.80s", err, got)
+		}
+	})
+}
+
+func mustParse(t *testing.T, s string) *object {
+	t.Helper()
+	o, err := parseObject([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 // compact renders a value on one line, members in order.

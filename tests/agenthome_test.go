@@ -349,3 +349,72 @@ func TestAgentHomeClaudeJSONSymlink(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentHomeClaudeJSONTooDeep: a run that leaves ~/.claude.json nested a
+// million levels deep (to overflow jail's stack as it merges, after the
+// command, so that jail dies before its warnings and leaves the session
+// copy behind) gets one not-merged warning instead: jail exits with the
+// command's code, still names what the command created, and the host
+// file stays byte for byte.
+func TestAgentHomeClaudeJSONTooDeep(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		cfg := filepath.Join(s.Home, ".claude.json")
+		orig := hostClaudeJSON(s)
+		s.WriteFile(cfg, orig, 0o600)
+		run := s.Base + "/run" // where the session copy is made, to look for it afterwards
+		os.MkdirAll(run, 0o700)
+		s.chownUp(run)
+		s.Env = append(s.Env, "XDG_RUNTIME_DIR="+run)
+		r := s.Jail("--profile", "claude", "--", "python3", "-c",
+			`import os; n = 1000000; open(os.path.expanduser("~/.claude.json"), "w").write('{"a":' + "["*n + "]"*n + "}"); `+
+				`open(".gitmodules", "w").write("[submodule x]\n"); raise SystemExit(7)`)
+		if r.Code != 7 {
+			t.Fatalf("want jail to exit with the command's code 7:\n%.2000s", r)
+		}
+		if n := strings.Count(r.Stderr, "not updated from the jail"); n != 1 || !strings.Contains(r.Stderr, "nested deeper") {
+			t.Errorf("want one warning that the deep copy was not merged, got %d:\n%.2000s", n, r.Stderr)
+		}
+		if !strings.Contains(r.Stderr, "the command created") || !strings.Contains(r.Stderr, ".gitmodules") {
+			t.Errorf("the warning about what the command created is missing:\n%.2000s", r.Stderr)
+		}
+		if b, err := os.ReadFile(cfg); err != nil || string(b) != orig {
+			t.Errorf("the host ~/.claude.json changed: %.200s (%v)", b, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(run, "jail", "*", "agent-*")); len(left) > 0 {
+			t.Errorf("session copies left behind: %v", left)
+		}
+		if _, err := os.Stat(filepath.Join(run, "jail")); err != nil {
+			t.Errorf("jail made its session elsewhere than XDG_RUNTIME_DIR (%v): the check for a copy left behind checks nothing", err)
+		}
+	})
+}
+
+// TestAgentHomeClaudeJSONProjectsWipe: a run that removes or retypes
+// "projects" (or one project) in its copy cannot take away the host's
+// per-project MCP servers, allowed tools and folder trust; a harmless key
+// it removes is removed on the host too.
+func TestAgentHomeClaudeJSONProjectsWipe(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		cfg := filepath.Join(s.Home, ".claude.json")
+		host := `{"tipsHistory": {"t": 1}, "projects": {"` + s.Project + `": {"mcpServers": {"mine": {"command": "my-server"}}, "allowedTools": ["Read"], "hasTrustDialogAccepted": true}}}`
+		for _, edit := range []string{`d["projects"] = 0`, `del d["projects"]`, `d["projects"] = []`, `d["projects"] = {}`, `d["projects"][proj] = "gone"`} {
+			s.WriteFile(cfg, host, 0o600)
+			r := s.Jail("--profile", "claude", "--", "python3", "-c",
+				`import json, os, sys; p = os.path.expanduser("~/.claude.json"); proj = sys.argv[1]; d = json.load(open(p)); `+
+					edit+`; del d["tipsHistory"]; open(p, "w").write(json.dumps(d))`, s.Project)
+			if r.Code != 0 {
+				t.Fatalf("%s inside: %s", edit, r)
+			}
+			got := readJSON(t, cfg)
+			if _, ok := got["tipsHistory"]; ok {
+				t.Errorf("%s: the harmless key removed inside is still on the host", edit)
+			}
+			projects, _ := got["projects"].(map[string]any)
+			proj, _ := projects[s.Project].(map[string]any)
+			servers, _ := proj["mcpServers"].(map[string]any)
+			if servers["mine"] == nil || proj["hasTrustDialogAccepted"] != true || proj["allowedTools"] == nil {
+				t.Errorf("%s inside took away the host project's command keys: %v", edit, got["projects"])
+			}
+		}
+	})
+}
