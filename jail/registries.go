@@ -79,29 +79,42 @@ func ReadRegistries(argv []string, project, cwd, home string, getenv func(string
 	return r.out
 }
 
-// ToolchainFiles returns the project's toolchain files that can name
-// registries (every toolchain's), as they are now: what `jail trust`
-// records.
-func ToolchainFiles(project, cwd, home string, getenv func(string) string) []ToolchainFile {
+// ToolchainFiles returns what every toolchain's configuration names,
+// with the project's toolchain files that can name registries as they are
+// now: what `jail trust` shows and records.
+func ToolchainFiles(project, cwd, home string, getenv func(string) string) *Registries {
 	r := newRegReader(project, cwd, home, getenv)
 	for _, t := range []string{"node", "go", "python", "rust"} {
 		r.read(t, "")
 	}
-	return r.out.Files
+	return r.out
 }
 
 // regReader reads one toolchain's registry settings into out.
 type regReader struct {
 	project, cwd, home string
-	getenv             func(string) string
+	// root is the project with its symbolic links resolved.
+	root   string
+	getenv func(string) string
 	// sys prefixes the system's fixed paths (/etc, /usr/lib): "" but in
 	// tests.
 	sys string
 	out *Registries
+	// places records where each file read really was.
+	places map[string]place
+}
+
+// place is where a configuration file really is: a path the environment
+// names (VIRTUAL_ENV, PIP_CONFIG_FILE, GOENV, …) may lead into the
+// project through a symbolic link, and a file there is the project's.
+type place struct {
+	path    string // the path trust records: the real one when it is in the project
+	project bool
 }
 
 func newRegReader(project, cwd, home string, getenv func(string) string) *regReader {
-	return &regReader{project: project, cwd: cwd, home: home, getenv: getenv, out: &Registries{}}
+	return &regReader{project: project, root: resolveExisting(project), cwd: cwd, home: home, getenv: getenv,
+		out: &Registries{}, places: map[string]place{}}
 }
 
 // read reads a toolchain's settings; command is the command run ("cargo"
@@ -141,19 +154,59 @@ func (r *regReader) file(path string) []byte {
 	if err != nil {
 		return nil
 	}
-	if r.inProject(path) {
+	pl := r.locate(path, openedPath(f))
+	r.places[path] = pl
+	if pl.project {
 		for _, t := range r.out.Files {
-			if t.Path == path {
+			if t.Path == pl.path {
 				return b
 			}
 		}
-		r.out.Files = append(r.out.Files, ToolchainFile{path, ContentHash(b)})
+		r.out.Files = append(r.out.Files, ToolchainFile{pl.path, ContentHash(b)})
 	}
 	return b
 }
 
+// openedPath is the real path of the file f opened, as the kernel has it:
+// a symbolic link changed after the open does not move it. "" when the
+// kernel does not say.
+func openedPath(f *os.File) string {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil || !filepath.IsAbs(p) {
+		return ""
+	}
+	return p
+}
+
+// locate decides whether path (whose real path is real, "" when unknown)
+// is the project's: it is when its real path is inside the resolved
+// project root, or when it is written inside the project.
+func (r *regReader) locate(path, real string) place {
+	if r.project == "" {
+		return place{path: path}
+	}
+	if real == "" {
+		real = resolveExisting(path)
+	}
+	switch clean := filepath.Clean(path); {
+	case under(real, r.root):
+		return place{real, true}
+	case under(clean, r.project) || under(clean, r.root):
+		return place{clean, true}
+	}
+	return place{path: path}
+}
+
+// placeOf is where path is: as it was when read, else as it is now.
+func (r *regReader) placeOf(path string) place {
+	if pl, ok := r.places[path]; ok {
+		return pl
+	}
+	return r.locate(path, "")
+}
+
 func (r *regReader) inProject(path string) bool {
-	return r.project != "" && under(path, r.project)
+	return r.placeOf(path).project
 }
 
 // origin is where a setting read from path comes from: the project when
@@ -165,12 +218,16 @@ func (r *regReader) origin(path, fallback string) string {
 	return fallback
 }
 
-// name is how a file is shown: relative to the project when inside it.
+// name is how a file is shown, quoted: relative to the project when
+// inside it.
 func (r *regReader) name(path string) string {
-	if r.inProject(path) {
-		return displayPath(path, r.project)
+	if pl := r.placeOf(path); pl.project {
+		if under(pl.path, r.root) {
+			return shown(displayPath(pl.path, r.root))
+		}
+		return shown(displayPath(pl.path, r.project))
 	}
-	return path
+	return shown(path)
 }
 
 // add records the host of a registry URL; a value that names no host
@@ -181,9 +238,10 @@ func (r *regReader) add(rawURL, setting, origin, file string) {
 	}
 }
 
-// addFrom records a URL read from a file's key.
+// addFrom records a URL read from a file's key; the file's name and the
+// key are quoted, as a stranger may have written them.
 func (r *regReader) addFrom(rawURL, path, key, fallback string) {
-	r.add(rawURL, r.name(path)+" "+key, r.origin(path, fallback), path)
+	r.add(rawURL, r.name(path)+" "+shown(clip(key)), r.origin(path, fallback), r.placeOf(path).path)
 }
 
 func (r *regReader) warn(format string, args ...any) {
@@ -356,7 +414,7 @@ func (r *regReader) npmDefault(npmDir string) {
 				_, def, ok = strings.Cut(js, `new Definition("registry",`)
 			}
 			if m := npmRegistryDefault.FindStringSubmatch(def); ok && m != nil {
-				r.addFrom(m[1], path, "registry default", OriginDefault)
+				r.add(m[1], r.name(path)+" registry default", OriginDefault, path)
 				return
 			}
 		}
@@ -452,7 +510,7 @@ func (r *regReader) goEnvFile(set map[string]goSetting, path, fallback string) {
 	m := parseEnvFile(r.file(path))
 	for _, k := range []string{"GOPROXY", "GOSUMDB"} {
 		if _, ok := set[k]; !ok && m[k] != "" {
-			set[k] = goSetting{m[k], r.name(path) + " " + k, r.origin(path, fallback), path}
+			set[k] = goSetting{m[k], r.name(path) + " " + k, r.origin(path, fallback), r.placeOf(path).path}
 		}
 	}
 }
@@ -518,8 +576,8 @@ func (r *regReader) pipDefault() {
 		sort.Strings(paths)
 		for _, p := range paths {
 			if m := pypiLiteral.FindStringSubmatch(string(r.file(p))); m != nil {
-				r.addFrom(m[1], p, "PyPI", OriginDefault)
-				r.addFrom("https://"+m[2], p, "PyPI file_storage_domain", OriginDefault)
+				r.add(m[1], r.name(p)+" PyPI", OriginDefault, p)
+				r.add("https://"+m[2], r.name(p)+" PyPI file_storage_domain", OriginDefault, p)
 				return
 			}
 		}
@@ -676,26 +734,46 @@ func (r *Registries) Decide(own []string, home string, getenv func(string) strin
 		why := localAddress(reg.Host)
 		switch {
 		case why == "not a host name":
-			d.Warnings = append(d.Warnings, fmt.Sprintf("ignored registry %q from %s: not a host name", reg.Host, reg.Setting))
+			d.Warnings = append(d.Warnings, fmt.Sprintf("ignored registry %q from %s: not a host name", clip(reg.Host), reg.Setting))
 			continue
 		case reg.Origin == OriginUser || namedBy(mine, reg.Host):
 			d.Allow = union(d.Allow, []string{reg.Host})
 			continue
 		case why != "":
-			d.Warnings = append(d.Warnings, fmt.Sprintf("ignored registry %s from %s: %s is allowed only when your own config or --allow-domain names it", reg.Host, reg.Setting, why))
+			d.Warnings = append(d.Warnings, fmt.Sprintf("ignored registry %s from %s: %s is allowed only when your own config or --allow-domain names it", shown(reg.Host), reg.Setting, why))
 			continue
 		}
 		d.Allow = union(d.Allow, []string{reg.Host})
 		if reg.Origin != OriginProject {
 			continue
 		}
-		w := fmt.Sprintf("%s %s (project toolchain config)", reg.Setting, reg.Host)
+		w := reg.widening()
 		d.Widening = append(d.Widening, w)
 		if f := r.file(reg.File); trusted[f.Path] != f.Hash {
 			d.untrusted(f, w)
 		}
 	}
 	return d
+}
+
+// widening is what a project file's registry adds, as the trust prompt
+// shows it: Setting is quoted already, and the host is.
+func (reg Registry) widening() string {
+	return fmt.Sprintf("%s %s (project toolchain config)", reg.Setting, shown(reg.Host))
+}
+
+// FileWidening is, for each project file read, what its registries would
+// add to any command's jail: every host it names that the proxy's rules
+// let a file name at all, whatever the user's own config already allows.
+// It is what `jail trust` shows of the files it records.
+func (r *Registries) FileWidening() map[string][]string {
+	out := map[string][]string{}
+	for _, reg := range r.Hosts {
+		if reg.Origin == OriginProject && localAddress(reg.Host) == "" {
+			out[reg.File] = append(out[reg.File], reg.widening())
+		}
+	}
+	return out
 }
 
 // file is the project file read at path, with its hash.

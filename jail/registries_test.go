@@ -324,7 +324,7 @@ func TestToolchainOf(t *testing.T) {
 
 func TestToolchainFiles(t *testing.T) {
 	project, home := toolchainsDir(t)
-	got := ToolchainFiles(project, filepath.Join(project, "sub"), home, func(string) string { return "" })
+	got := ToolchainFiles(project, filepath.Join(project, "sub"), home, func(string) string { return "" }).Files
 	var names []string
 	for _, f := range got {
 		b, _ := os.ReadFile(f.Path)
@@ -520,4 +520,145 @@ func FuzzToolchainFormats(f *testing.F) {
 			}
 		}
 	})
+}
+
+// realTempDir is a temporary directory with its symbolic links resolved,
+// as jail resolves the working directory.
+func realTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestRegistriesEnvPathThroughSymlink: a path the environment names that
+// leads into the project through a symbolic link (the user cd'd into a
+// link to the project, so $PWD/.venv is spelled through it) is the
+// project's file: its host widens and needs trust, and trust records its
+// real path, the one `jail trust` in the real directory records.
+func TestRegistriesEnvPathThroughSymlink(t *testing.T) {
+	base := realTempDir(t)
+	p, home := filepath.Join(base, "p6"), filepath.Join(base, "home")
+	lnk := filepath.Join(base, "lnk")
+	if err := os.Symlink(p, lnk); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, filepath.Join(p, ".venv/pip.conf"), "[global]\nindex-url=https://evil-index.example.com/simple\n", 0o644)
+	writeTestFile(t, filepath.Join(p, "conf/uv/uv.toml"), "index-url = \"https://evil-uv.example.com/simple\"\n", 0o644)
+	writeTestFile(t, filepath.Join(p, "conf/go/env"), "GOPROXY=https://evil-go.example.com\nGOSUMDB=off\n", 0o644)
+	writeTestFile(t, filepath.Join(p, "conf/npmrc"), "registry=https://evil-npm.example.com/\n", 0o644)
+	writeTestFile(t, filepath.Join(p, "cargo/config.toml"), "[registries.x]\nindex = \"sparse+https://evil-cargo.example.com/\"\n", 0o644)
+	cases := []struct {
+		toolchain, command string
+		env                map[string]string
+		host, file         string
+	}{
+		{"python", "pip", map[string]string{"VIRTUAL_ENV": lnk + "/.venv"}, "evil-index.example.com", ".venv/pip.conf"},
+		{"python", "pip", map[string]string{"VIRTUAL_ENV": base + "/home/../lnk/./.venv"}, "evil-index.example.com", ".venv/pip.conf"},
+		{"python", "pip", map[string]string{"PIP_CONFIG_FILE": lnk + "/.venv/pip.conf"}, "evil-index.example.com", ".venv/pip.conf"},
+		{"python", "uv", map[string]string{"UV_CONFIG_FILE": lnk + "/conf/uv/uv.toml"}, "evil-uv.example.com", "conf/uv/uv.toml"},
+		{"python", "uv", map[string]string{"XDG_CONFIG_HOME": lnk + "/conf"}, "evil-uv.example.com", "conf/uv/uv.toml"},
+		{"go", "go", map[string]string{"GOENV": lnk + "/conf/go/env"}, "evil-go.example.com", "conf/go/env"},
+		{"go", "go", map[string]string{"XDG_CONFIG_HOME": lnk + "/conf"}, "evil-go.example.com", "conf/go/env"},
+		{"node", "npm", map[string]string{"npm_config_userconfig": lnk + "/conf/npmrc"}, "evil-npm.example.com", "conf/npmrc"},
+		{"node", "npm", map[string]string{"npm_config_globalconfig": lnk + "/conf/npmrc"}, "evil-npm.example.com", "conf/npmrc"},
+		{"rust", "cargo", map[string]string{"CARGO_HOME": lnk + "/cargo"}, "evil-cargo.example.com", "cargo/config.toml"},
+	}
+	for _, c := range cases {
+		r := newRegReader(p, p, home, func(k string) string { return c.env[k] })
+		r.read(c.toolchain, c.command)
+		real := filepath.Join(p, c.file)
+		found := false
+		for _, h := range r.out.Hosts {
+			if h.Host != c.host {
+				continue
+			}
+			found = true
+			if h.Origin != OriginProject || h.File != real {
+				t.Errorf("%v: %s is %s from %q, want the project's %s", c.env, c.host, h.Origin, h.File, real)
+			}
+		}
+		if !found {
+			t.Errorf("%v: %s not read: %+v", c.env, c.host, r.out.Hosts)
+		}
+		if !containsPath(r.out.Files, real) {
+			t.Errorf("%v: %s is not among the project files trust records: %v", c.env, real, r.out.Files)
+		}
+		d := r.out.Decide(nil, home, func(string) string { return "" })
+		if len(d.Untrusted) != 1 || d.Untrusted[0].Path != real {
+			t.Errorf("%v: untrusted %+v, want %s", c.env, d.Untrusted, real)
+		}
+	}
+	// The longest existing prefix decides for a path that does not exist
+	// yet: a PATH entry through the link is the project's and skipped.
+	r := newRegReader(p, p, home, func(string) string { return "" })
+	if !r.inProject(lnk+"/not/yet") || r.inProject(home+"/x") {
+		t.Errorf("inProject through the link %v, outside %v", r.inProject(lnk+"/not/yet"), r.inProject(home+"/x"))
+	}
+}
+
+// hasControl reports a byte or rune a terminal would act on or that
+// reorders what is shown: C0 controls, DEL, C1 controls, and Unicode's
+// bidirectional and other format characters.
+func hasControl(s string) bool {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || (c >= 0x202a && c <= 0x202e) ||
+			(c >= 0x2066 && c <= 0x2069) || c == 0x200e || c == 0x200f || c == 0x061c {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRegistriesShownQuoted: what a planted toolchain file says (its keys,
+// its hosts, the names of the directories it sits in) reaches the trust
+// prompt and the warnings quoted: no terminal escape, control character
+// or bidirectional override gets through to rewrite the screen, and a
+// long key is clipped.
+func TestRegistriesShownQuoted(t *testing.T) {
+	base := realTempDir(t)
+	p, home := filepath.Join(base, "p"), filepath.Join(base, "home")
+	esc := "\x1b[2K\x1b[1A\x1b[2K\r  .npmrc registry registry.example.test (your ~/.npmrc)\x1b[8m"
+	sub := filepath.Join(p, "d\x1b]0;t\x07\u202e")
+	writeTestFile(t, filepath.Join(p, ".npmrc"), "@x"+esc+":registry=https://evil.example.com/\n"+
+		"@y\u202e\u2066"+strings.Repeat("k", 200)+":registry=https://evil2.example.com/\n"+
+		"@z\x7f:registry=http://127.0.0.1\u202e:4873/\n"+
+		"@w\x01:registry=https://10.0.0.1/\n"+
+		"@v:registry=https://evil\u202e\u2067.example.com/\n", 0o644)
+	writeTestFile(t, filepath.Join(sub, ".npmrc"), "registry=https://sub.example.com/\n", 0o644)
+	writeTestFile(t, filepath.Join(sub, "pyproject.toml"), "[tool.uv]\n\"index-url\u202e\" = \"https://uv.example.com/\"\nindex-url = \"https://uv\x1b.example.com/\"\n", 0o644)
+	getenv := func(string) string { return "" }
+	regs := ToolchainFiles(p, sub, home, getenv)
+	d := regs.Decide(nil, home, getenv)
+	var shownText []string
+	shownText = append(shownText, d.Widening...)
+	shownText = append(shownText, d.Warnings...)
+	for _, u := range d.Untrusted {
+		shownText = append(shownText, u.Widening...)
+	}
+	for _, w := range regs.FileWidening() {
+		shownText = append(shownText, w...)
+	}
+	named := map[string]bool{}
+	for _, s := range shownText {
+		if hasControl(s) {
+			t.Errorf("shown raw: %q", s)
+		}
+		if len(s) > 300 {
+			t.Errorf("not clipped (%d bytes): %q", len(s), s)
+		}
+		for _, h := range []string{"evil.example.com", "evil2.example.com", "sub.example.com", "10.0.0.1"} {
+			named[h] = named[h] || strings.Contains(s, h)
+		}
+	}
+	for _, h := range []string{"evil.example.com", "evil2.example.com", "sub.example.com", "10.0.0.1"} {
+		if !named[h] {
+			t.Errorf("%s is not shown at all: %q", h, shownText)
+		}
+	}
+	if len(d.Widening) < 3 {
+		t.Errorf("the planted registries do not widen: %q", d.Widening)
+	}
 }

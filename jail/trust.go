@@ -175,6 +175,10 @@ func shown(s string) string {
 	return s
 }
 
+// Shown is s quoted as the trust prompt prints it: a path or name a
+// project may have chosen.
+func Shown(s string) string { return shown(s) }
+
 // clip shortens a long value for display.
 func clip(s string) string {
 	if r := []rune(s); len(r) > 60 {

@@ -295,3 +295,45 @@ func TestToolchainTrustPrompt(t *testing.T) {
 		}
 	})
 }
+
+// TestToolchainTrustHoles: a venv reached through a symbolic link to the
+// project still needs trust; a planted .npmrc's terminal escapes reach
+// the refusal line quoted; and `jail trust` names every host the files it
+// records add, even of a toolchain the refused command does not use.
+func TestToolchainTrustHoles(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.NoAutoTrust = true
+		p6 := s.Project + "/p6"
+		s.WriteFile(p6+"/.venv/pip.conf", "[global]\nindex-url=https://evil-index.example.com/simple\n", 0o644)
+		s.Host("git", "init", "-q", p6)
+		lnk := s.Home + "/lnk"
+		s.Host("ln", "-s", p6, lnk)
+		env := s.Env
+		for _, venv := range []string{lnk + "/.venv", p6 + "/.venv"} {
+			s.Env = append(append([]string{}, env...), "VIRTUAL_ENV="+venv)
+			r := s.JailIn(lnk, "", "plan", "--", "pip", "--version")
+			if r.Code != 0 || !strings.Contains(r.Stdout, "untrusted") || !strings.Contains(r.Stdout, "evil-index.example.com") {
+				t.Errorf("VIRTUAL_ENV=%s from the link: the project's pip.conf must need trust:\n%s", venv, r)
+			}
+		}
+		s.Env = env
+
+		s.WriteFile(s.Project+"/.npmrc", "@x\x1b[2K\x1b[1A\x1b[2K\r  .npmrc registry registry.example.test (your ~/.npmrc)\x1b[8m:registry=https://evil.example.com/\n", 0o644)
+		r := s.Jail("--", "npm", "--version")
+		if r.Code != 125 || !strings.Contains(r.Stderr, "evil.example.com") || strings.ContainsAny(r.Stderr, "\x1b\r") {
+			t.Errorf("the planted escapes must reach the refusal quoted (exit 125, no ESC):\n%q", r.Stderr)
+		}
+
+		s.WriteFile(s.Project+"/jail.json", `{"network": {"allow": ["docs.example.org"]}}`+"\n", 0o644)
+		s.WriteFile(s.Project+"/.npmrc", "registry=https://evil-registry.example.com/\n", 0o644)
+		if r := s.Jail("--", "go", "version"); r.Code != 125 || strings.Contains(r.Stderr, "evil-registry") {
+			t.Errorf("go reads no .npmrc: want only the jail.json refused:\n%s", r)
+		}
+		tr := s.Jail("trust")
+		if tr.Code != 0 || !strings.Contains(tr.Stdout, "evil-registry.example.com") || !strings.Contains(tr.Stdout, "docs.example.org") {
+			t.Errorf("jail trust must show what the .npmrc and the jail.json widen:\n%s", tr)
+		}
+	})
+}

@@ -143,7 +143,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "untrusted   %s widens the jail: %s (run jail trust to accept)\n", untrusted.path, strings.Join(untrusted.widening, "; "))
 		} else if !askTrust(untrusted, stderr) {
 			fmt.Fprintf(stderr, "jail: %s widens the jail (%s); review it, then run `jail trust %s` to accept it\n",
-				untrusted.path, strings.Join(untrusted.widening, "; "), untrusted.dir)
+				untrusted.path, strings.Join(untrusted.widening, "; "), jail.Shown(untrusted.dir))
 			return 125
 		}
 	}
@@ -194,7 +194,7 @@ func (u *untrustedConfig) add(path, hash string, widening []string) {
 	if u.path != "" {
 		u.path += ", "
 	}
-	u.path += path
+	u.path += jail.Shown(path)
 	u.files = append(u.files, jail.ToolchainFile{Path: path, Hash: hash})
 	u.widening = append(u.widening, widening...)
 }
