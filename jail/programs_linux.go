@@ -27,7 +27,8 @@ import (
 // single byte, is another program; so is another program that does the
 // same thing (git-http-push, a library speaking the protocol). An
 // interpreter running a script named as its argument (`node npm-cli.js`)
-// is that interpreter; only the kernel's own "#!" handling is followed.
+// is that interpreter; only the kernel's own "#!" handling is followed,
+// not binfmt_misc handlers the host may have registered.
 // The file is checked before the kernel runs it, and a process that
 // replaces it in between runs the replacement: command rules are policy,
 // the boundary for pushes and publishes is that credentials never enter
