@@ -25,10 +25,11 @@ import (
 //
 // What it does not know: a program rebuilt from source, or changed by a
 // single byte, is another program; so is another program that does the
-// same thing (git-http-push, a library speaking the protocol). An
-// interpreter running a script named as its argument (`node npm-cli.js`)
-// is that interpreter; only the kernel's own "#!" handling is followed,
-// not binfmt_misc handlers the host may have registered.
+// same thing (git-http-push, a library speaking the protocol). A script
+// is also known when a shell, python, node, perl, ruby or php is given it
+// among its first arguments (`sh ship`, `node npm-cli.js publish`), and
+// through the kernel's own "#!" handling, not through binfmt_misc handlers
+// the host may have registered or code an interpreter loads by itself.
 // The file is checked before the kernel runs it, and a process that
 // replaces it in between runs the replacement: command rules are policy,
 // the boundary for pushes and publishes is that credentials never enter

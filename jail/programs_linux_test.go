@@ -225,3 +225,37 @@ func BenchmarkExecFile(b *testing.B) {
 		}
 	})
 }
+
+func TestScriptCommand(t *testing.T) {
+	dir := t.TempDir()
+	project := filepath.Join(dir, "project")
+	if err := os.MkdirAll(filepath.Join(project, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho deploying\n"
+	for _, p := range []string{filepath.Join(project, "scripts/deploy.sh"), filepath.Join(dir, "ship")} {
+		if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSupervisor([]string{"scripts/deploy.sh"}, nil, "", nil)
+	s.findPrograms("", project)
+	ship := filepath.Join(dir, "ship")
+	for _, tt := range []struct{ argv, want string }{
+		{"sh " + ship + " prod", "deploy.sh prod"},
+		{"bash -e -x " + ship, "deploy.sh"},
+		{"python3 -X opt " + ship + " a b", "deploy.sh a b"},
+		{"sh -c " + ship, ""}, // a command string, not a file
+		{"node -e x " + ship, ""},
+		{"python3 -m mod " + ship, ""},
+		{"perl -w " + ship, "deploy.sh"},
+		{"sh a b c " + ship, ""}, // past the first three arguments
+		{"cat " + ship, ""},      // not an interpreter
+		{"sh", ""},
+	} {
+		got := strings.Join(s.scriptCommand(os.Getpid(), strings.Fields(tt.argv)), " ")
+		if got != tt.want {
+			t.Errorf("scriptCommand(%q) = %q, want %q", tt.argv, got, tt.want)
+		}
+	}
+}

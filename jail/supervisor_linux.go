@@ -175,6 +175,12 @@ func (s *supervisor) decide(n *seccompNotif, o op) (string, unix.Errno) {
 			s.refuse(pid, argv, norm, rule, inJail)
 			return inJail, unix.EPERM
 		}
+		if script := s.scriptCommand(pid, norm); script != nil {
+			if denied, rule := MatchCommand(script, s.deny, s.allow); denied {
+				s.refuse(pid, argv, script, rule, inJail)
+				return inJail, unix.EPERM
+			}
+		}
 		if f.interp == "" {
 			return inJail, 0
 		}
@@ -187,6 +193,58 @@ func (s *supervisor) decide(n *seccompNotif, o op) (string, unix.Errno) {
 			return inJail, errno // a missing interpreter fails the exec
 		}
 	}
+}
+
+// scriptInterpreters run a file named among their arguments (`sh
+// deploy.sh` runs deploy.sh), except after the flags that put code on
+// their command line instead. Names starting with "python" are python.
+var scriptInterpreters = map[string]map[string]bool{
+	"sh": shellCode, "bash": shellCode, "dash": shellCode, "ash": shellCode, "zsh": shellCode, "ksh": shellCode, "mksh": shellCode,
+	"python": {"-c": true, "-m": true},
+	"node":   nodeCode, "nodejs": nodeCode,
+	"perl": {"-e": true, "-E": true},
+	"ruby": {"-e": true},
+	"php":  {"-r": true},
+}
+
+var (
+	shellCode = map[string]bool{"-c": true, "-s": true}
+	nodeCode  = map[string]bool{"-e": true, "-p": true, "--eval": true, "--print": true}
+)
+
+// maxScriptArgs is how many of an interpreter's arguments are looked at
+// for a script file.
+const maxScriptArgs = 3
+
+// scriptCommand is the command an interpreter runs when one of its first
+// arguments (options aside) is a denied program's file: `sh ./ship`, where
+// ship is a copy of a denied script, is that program with the arguments
+// after it. Nil when it is not one.
+func (s *supervisor) scriptCommand(pid int, norm []string) []string {
+	name := norm[0]
+	if strings.HasPrefix(name, "python") {
+		name = "python"
+	}
+	code, ok := scriptInterpreters[name]
+	if !ok || len(norm) < 2 {
+		return nil
+	}
+	looked := 0
+	for i, a := range norm[1:] {
+		if code[a] || a == "-" {
+			return nil
+		}
+		if strings.HasPrefix(a, "-") || a == "" {
+			continue
+		}
+		if looked++; looked > maxScriptArgs {
+			return nil
+		}
+		if f, errno := s.fileOf(pid, unix.AT_FDCWD, a, false); errno == 0 && f.program != "" {
+			return NormalizeArgv(append([]string{f.program}, norm[i+2:]...))
+		}
+	}
+	return nil
 }
 
 // maxInterpreters is how many "#!" interpreters in a row the supervisor

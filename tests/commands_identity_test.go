@@ -92,6 +92,10 @@ var projectAttacks = []projectAttack{
 	{"copy in the project", "rm -rf tools && mkdir tools && cp scripts/deploy.sh tools/ship && ./tools/ship MARK"},
 	{"hard link", "rm -f ./ship; ln scripts/deploy.sh ./ship && ./ship MARK"},
 	{"rename of a copy", "rm -f /tmp/a /tmp/b; cp scripts/deploy.sh /tmp/a && mv /tmp/a /tmp/b && /tmp/b MARK"},
+	// An interpreter given the script (or its copy) runs it.
+	{"sh of the original", "sh scripts/deploy.sh MARK"},
+	{"bash -e of a copy", "cp scripts/deploy.sh /tmp/sc && bash -e /tmp/sc MARK"},
+	{"env sh of a copy in the project", "rm -f ./ship; cp scripts/deploy.sh ./ship && env sh ./ship MARK"},
 	// The rules know the script as it was when the jail started: a copy
 	// taken before the original is changed is still it.
 	{"copy of the original, then the original changed", "cp scripts/deploy.sh /tmp/orig && echo '# changed' >> scripts/deploy.sh && /tmp/orig MARK; s=$?; git checkout -q scripts/deploy.sh; exit $s"},
