@@ -259,3 +259,26 @@ func TestScriptCommand(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseShebang: any first bytes give no interpreter or one word of
+// the first line, and an argument without NUL.
+func FuzzParseShebang(f *testing.F) {
+	for _, s := range []string{"#!/bin/sh\n", "#!/usr/bin/env -S a b\n", "#! x\t\ty \n", "#!", "\x7fELF", "#!/bin/sh \x00x"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		interp, arg, hasArg := parseShebang(b)
+		if interp == "" {
+			if hasArg || arg != "" {
+				t.Fatalf("an argument without an interpreter: %q", b)
+			}
+			return
+		}
+		if !strings.HasPrefix(string(b), "#!") || strings.ContainsAny(interp, " \t\x00\n") || strings.ContainsAny(arg, "\x00\n") {
+			t.Fatalf("parseShebang(%q) = %q, %q", b, interp, arg)
+		}
+		if !hasArg && arg != "" {
+			t.Fatalf("an argument not flagged: %q", b)
+		}
+	})
+}
