@@ -10,6 +10,10 @@ import (
 type CommandRule struct {
 	Program string
 	Args    []string
+	// Path is the program as the rule wrote it when that is a path
+	// ("scripts/deploy.sh", relative to the project): the file the rule
+	// is about, besides those of its name on PATH.
+	Path string
 }
 
 func (r CommandRule) String() string {
@@ -24,7 +28,11 @@ func ParseCommandRules(list []string) []CommandRule {
 		if len(f) == 0 {
 			continue
 		}
-		out = append(out, CommandRule{Program: progName(f[0]), Args: f[1:]})
+		r := CommandRule{Program: progName(f[0]), Args: f[1:]}
+		if strings.Contains(f[0], "/") {
+			r.Path = f[0]
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -225,7 +225,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	if sup != nil {
 		go func() {
 			// While bubblewrap builds the jail.
-			sup.findPrograms(inside.EnvValue(plan.Env.Env, "PATH"))
+			sup.findPrograms(inside.EnvValue(plan.Env.Env, "PATH"), plan.ProjectRoot)
 			fd, err := receiveListener(notifyHost)
 			if err != nil {
 				return // init failed before it: it reports why

@@ -2,7 +2,6 @@ package jail
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -57,101 +56,38 @@ type supervisor struct {
 	linkBuf         [4096]byte
 	sockBuf         [128]byte // sizeof(struct sockaddr_storage)
 
-	// Denied programs' executables, to know a copy or a hard link under
-	// another name: inode and size, and the content hash computed once.
-	programs []program
-	mu       sync.Mutex
-	denied   []string
-	last     string // pid and argv of the last denial
-}
-
-type program struct {
-	name      string
-	dev, ino  uint64
-	size      int64
-	path      string
-	hash      [32]byte
-	hashReady bool
+	// The denied programs by identity and content, and the jail's root,
+	// where exec'd paths are resolved (opened at the first exec decided;
+	// every process of the jail has the same root: the calls that change
+	// it are refused by the seccomp filter).
+	progs  *programs
+	rootFD int
+	mu     sync.Mutex
+	denied []string
+	last   string // pid and argv of the last denial
 }
 
 // newSupervisor makes the supervisor of the command rules (and the tracer,
 // when trace is set); findPrograms must run before it answers.
 func newSupervisor(deny, allow []string, session string, log *proxy.Log) *supervisor {
-	return &supervisor{deny: ParseCommandRules(deny), allow: ParseCommandRules(allow), session: session, log: log}
+	return &supervisor{deny: ParseCommandRules(deny), allow: ParseCommandRules(allow), session: session, log: log, progs: newPrograms(), rootFD: -1}
 }
 
-// findPrograms records the identities of the denied programs, found in the
-// jail's PATH (the jail sees the host's system directories as they are).
-func (s *supervisor) findPrograms(pathEnv string) {
-	seen := map[string]bool{}
-	for _, r := range s.deny {
-		if seen[r.Program] {
-			continue
-		}
-		seen[r.Program] = true
-		for _, dir := range filepath.SplitList(pathEnv) {
-			p, err := filepath.EvalSymlinks(filepath.Join(dir, r.Program))
-			if err != nil {
-				continue
-			}
-			var st unix.Stat_t
-			if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-				s.programs = append(s.programs, program{name: r.Program, dev: st.Dev, ino: st.Ino, size: st.Size, path: p})
-			}
-		}
-	}
-}
-
-// identify names the program a file is, when it is one of the denied
-// programs under another name (hard link: same inode; copy: same content).
-func (s *supervisor) identify(hostPath string) string {
-	var st unix.Stat_t
-	if unix.Stat(hostPath, &st) != nil {
-		return ""
-	}
-	for i := range s.programs {
-		p := &s.programs[i]
-		if st.Dev == p.dev && st.Ino == p.ino {
-			return p.name
-		}
-	}
-	for i := range s.programs {
-		p := &s.programs[i]
-		if st.Size != p.size {
-			continue
-		}
-		if !p.hashReady {
-			h, err := hashFile(p.path)
-			if err != nil {
-				continue
-			}
-			p.hash, p.hashReady = h, true
-		}
-		if h, err := hashFile(hostPath); err == nil && h == p.hash {
-			return p.name
-		}
-	}
-	return ""
-}
-
-func hashFile(path string) ([32]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return [32]byte{}, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return [32]byte{}, err
-	}
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out, nil
+// findPrograms records the files that are the denied programs (see
+// programs): on the jail's PATH (the jail sees the host's system
+// directories as they are) and in the project (seen at the same path).
+func (s *supervisor) findPrograms(pathEnv, project string) {
+	s.progs.find(s.deny, pathEnv, project)
 }
 
 // run answers notifications until the listener fails (the jail is gone).
 func (s *supervisor) run() {
 	defer unix.Close(s.fd)
+	defer func() {
+		if s.rootFD >= 0 {
+			unix.Close(s.rootFD)
+		}
+	}()
 	// The call waits for the answer: where the kernel can (Linux >= 6.6),
 	// hand the CPU straight over between the jail and the supervisor.
 	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS), unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
@@ -209,35 +145,118 @@ func (s *supervisor) run() {
 // decide reads the exec's path and argv and matches them, returning the
 // path (as seen in the jail, "" when unreadable) and 0 to let the exec go
 // on or the error it fails with. What cannot be read is refused: a process
-// that hides its exec from the supervisor does not get to run it.
+// that hides its exec from the supervisor does not get to run it. The
+// program is the file being run, whatever it is called (see programs); a
+// script is also the command its "#!" line makes of it, which the kernel
+// runs without another exec call.
 func (s *supervisor) decide(n *seccompNotif, o op) (string, unix.Errno) {
 	pid := int(n.Pid)
 	s.mem.pid = pid
 	defer s.mem.release()
-	argvPtr := n.Args[1]
-	if o == opExecveat {
-		argvPtr = n.Args[2]
-	}
-	inJail, ok := s.execPath(&s.mem, n, o)
-	argv, err := readArgv(&s.mem, argvPtr)
-	if !ok || err != nil || !s.valid(n.ID) {
+	c, ok := s.readExec(&s.mem, n, o)
+	if !ok || !s.valid(n.ID) {
 		return "", unix.EPERM
 	}
+	inJail := c.inJail(s, pid)
 	if inJail == "" {
 		return "", unix.ENOENT
 	}
 	// A file that is not there fails with ENOENT from here, not from the
 	// kernel: answering "continue" would let a file created meanwhile run
 	// unchecked. (Shells try every PATH directory in turn.)
-	hostPath := fmt.Sprintf("/proc/%d/root%s", pid, inJail)
-	if _, err := os.Stat(hostPath); err != nil {
-		return inJail, unix.ENOENT
+	f, errno := s.fileOf(pid, c.dirfd, c.path, c.emptyPath)
+	if errno != 0 {
+		return inJail, errno
 	}
-	// The program is the file being run, whatever argv[0] claims: a
-	// denied program's copy or hard link is that program.
-	name := s.identify(hostPath)
+	argv, name, filename := c.argv, inJail, c.filename()
+	for depth := 0; ; depth++ {
+		norm := commandOf(f.program, name, argv)
+		if denied, rule := MatchCommand(norm, s.deny, s.allow); denied {
+			s.refuse(pid, argv, norm, rule, inJail)
+			return inJail, unix.EPERM
+		}
+		if script := s.scriptCommand(pid, norm); script != nil {
+			if denied, rule := MatchCommand(script, s.deny, s.allow); denied {
+				s.refuse(pid, argv, script, rule, inJail)
+				return inJail, unix.EPERM
+			}
+		}
+		if f.interp == "" {
+			return inJail, 0
+		}
+		if depth == maxInterpreters {
+			return inJail, unix.ELOOP
+		}
+		argv = interpreterArgv(f, filename, argv)
+		name, filename = f.interp, f.interp
+		if f, errno = s.fileOf(pid, unix.AT_FDCWD, f.interp, false); errno != 0 {
+			return inJail, errno // a missing interpreter fails the exec
+		}
+	}
+}
+
+// scriptInterpreters run a file named among their arguments (`sh
+// deploy.sh` runs deploy.sh), except after the flags that put code on
+// their command line instead. Names starting with "python" are python.
+var scriptInterpreters = map[string]map[string]bool{
+	"sh": shellCode, "bash": shellCode, "dash": shellCode, "ash": shellCode, "zsh": shellCode, "ksh": shellCode, "mksh": shellCode,
+	"python": {"-c": true, "-m": true},
+	"node":   nodeCode, "nodejs": nodeCode,
+	"perl": {"-e": true, "-E": true},
+	"ruby": {"-e": true},
+	"php":  {"-r": true},
+}
+
+var (
+	shellCode = map[string]bool{"-c": true, "-s": true}
+	nodeCode  = map[string]bool{"-e": true, "-p": true, "--eval": true, "--print": true}
+)
+
+// maxScriptArgs is how many of an interpreter's arguments are looked at
+// for a script file.
+const maxScriptArgs = 3
+
+// scriptCommand is the command an interpreter runs when one of its first
+// arguments (options aside) is a denied program's file: `sh ./ship`, where
+// ship is a copy of a denied script, is that program with the arguments
+// after it. Nil when it is not one.
+func (s *supervisor) scriptCommand(pid int, norm []string) []string {
+	name := norm[0]
+	if strings.HasPrefix(name, "python") {
+		name = "python"
+	}
+	code, ok := scriptInterpreters[name]
+	if !ok || len(norm) < 2 {
+		return nil
+	}
+	looked := 0
+	for i, a := range norm[1:] {
+		if code[a] || a == "-" {
+			return nil
+		}
+		if strings.HasPrefix(a, "-") || a == "" {
+			continue
+		}
+		if looked++; looked > maxScriptArgs {
+			return nil
+		}
+		if f, errno := s.fileOf(pid, unix.AT_FDCWD, a, false); errno == 0 && f.program != "" {
+			return NormalizeArgv(append([]string{f.program}, norm[i+2:]...))
+		}
+	}
+	return nil
+}
+
+// maxInterpreters is how many "#!" interpreters in a row the supervisor
+// follows; the kernel gives up (ELOOP) after about as many.
+const maxInterpreters = 5
+
+// commandOf is the normalized command an exec runs: the program is the
+// denied program the file is, else the file's name, else argv[0].
+func commandOf(program, path string, argv []string) []string {
+	name := program
 	if name == "" {
-		name = progName(inJail)
+		name = progName(path)
 	}
 	if name == "" && len(argv) > 0 {
 		name = argv[0]
@@ -253,14 +272,26 @@ func (s *supervisor) decide(n *seccompNotif, o op) (string, unix.Errno) {
 			name = called
 		}
 	}
-	norm := NormalizeArgv(append([]string{name}, args...))
-	if len(norm) == 0 {
-		return inJail, 0
+	return NormalizeArgv(append([]string{name}, args...))
+}
+
+// interpreterArgv is the argv the kernel gives a script's interpreter:
+// the interpreter, its "#!" argument, the script's file name, and the
+// script's arguments after argv[0].
+func interpreterArgv(f execFile, filename string, argv []string) []string {
+	out := []string{f.interp}
+	if f.hasArg {
+		out = append(out, f.arg)
 	}
-	denied, rule := MatchCommand(norm, s.deny, s.allow)
-	if !denied {
-		return inJail, 0
+	out = append(out, filename)
+	if len(argv) > 1 {
+		out = append(out, argv[1:]...)
 	}
+	return out
+}
+
+// refuse records and logs a denied exec.
+func (s *supervisor) refuse(pid int, argv, norm []string, rule CommandRule, inJail string) {
 	line := strings.Join(argv, " ")
 	// A shell tries each PATH directory in turn: one attempt, one entry.
 	key := strconv.Itoa(pid) + "\x00" + line
@@ -271,10 +302,164 @@ func (s *supervisor) decide(n *seccompNotif, o op) (string, unix.Errno) {
 		s.denied = append(s.denied, rule.String())
 	}
 	s.mu.Unlock()
-	if s.log != nil && !repeat {
+	if s.log != nil && !repeat && len(norm) > 0 {
 		s.log.Write(proxy.Entry{Time: time.Now(), Session: s.session, Client: strconv.Itoa(pid), Method: "EXEC", Scheme: "exec", Host: norm[0], Path: line, Rule: "command.deny " + rule.String(), Verdict: "deny", Reason: "exec of " + inJail})
 	}
-	return inJail, unix.EPERM
+}
+
+// execCall is an exec's arguments as the caller passed them.
+type execCall struct {
+	path      string
+	dirfd     int32 // AT_FDCWD for execve
+	emptyPath bool  // execveat(fd, "", AT_EMPTY_PATH): the file open at dirfd
+	argv      []string
+}
+
+// readExec reads an exec's path and argv from the caller's memory.
+func (s *supervisor) readExec(mem io.ReaderAt, n *seccompNotif, o op) (execCall, bool) {
+	c := execCall{dirfd: unix.AT_FDCWD}
+	pathPtr, argvPtr := n.Args[0], n.Args[1]
+	if o == opExecveat {
+		c.dirfd, pathPtr, argvPtr = int32(uint32(n.Args[0])), n.Args[1], n.Args[2]
+		c.emptyPath = n.Args[4]&unix.AT_EMPTY_PATH != 0
+	}
+	b, err := appendCString(s.strBuf[:0], mem, pathPtr, 4096)
+	s.strBuf = b[:0]
+	if err != nil {
+		return c, false
+	}
+	c.path = string(b)
+	if c.argv, err = readArgv(mem, argvPtr); err != nil {
+		return c, false
+	}
+	return c, true
+}
+
+// inJail is the exec's file as a clean path of the jail, for the log and
+// the command's name: "" when it cannot be told.
+func (c *execCall) inJail(s *supervisor, pid int) string {
+	switch {
+	case strings.HasPrefix(c.path, "/"):
+		return filepath.Clean(c.path)
+	case c.path == "" && c.emptyPath && c.dirfd >= 0:
+		return s.procLink(pid, c.dirfd)
+	case c.path == "":
+		return ""
+	}
+	return joinPath(s.procLink(pid, c.dirfd), c.path)
+}
+
+// filename is what the kernel names the file to a script's interpreter.
+func (c *execCall) filename() string {
+	switch {
+	case c.dirfd == unix.AT_FDCWD || strings.HasPrefix(c.path, "/"):
+		return c.path
+	case c.path == "":
+		return "/dev/fd/" + strconv.Itoa(int(c.dirfd))
+	}
+	return "/dev/fd/" + strconv.Itoa(int(c.dirfd)) + "/" + c.path
+}
+
+// fileOf opens the file an exec of path (relative to dirfd) runs and tells
+// what it is. The errno is the exec's when there is no file to run, EPERM
+// when the file cannot be read.
+func (s *supervisor) fileOf(pid int, dirfd int32, path string, emptyPath bool) (execFile, unix.Errno) {
+	fd, errno := s.openExec(pid, dirfd, path, emptyPath)
+	if errno != 0 {
+		return execFile{}, errno
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return execFile{}, unix.ENOENT
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return execFile{}, 0 // not runnable: the kernel refuses it
+	}
+	f, err := s.progs.lookup(fd, &st)
+	if err != nil {
+		return f, unix.EPERM
+	}
+	return f, 0
+}
+
+// openExec opens (O_PATH) the file the kernel will run for the caller:
+// the path resolved in the jail's root, where absolute symbolic links and
+// ".." stay (a lexical clean, or a walk from the host's root, could name
+// another file than the one run); a relative path starts at the caller's
+// working directory or dirfd, as /proc shows them. The caller's own
+// /proc/self/exe and /proc/self/fd/N (and /dev/fd/N) are its files as the
+// host's /proc shows them; other magic links are not followed.
+func (s *supervisor) openExec(pid int, dirfd int32, path string, emptyPath bool) (int, unix.Errno) {
+	proc := "/proc/" + strconv.Itoa(pid) + "/"
+	open := func(p string) (int, unix.Errno) {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+		return fd, errnoOf(err)
+	}
+	if path == "" {
+		if !emptyPath || dirfd < 0 {
+			return -1, unix.ENOENT
+		}
+		return open(proc + "fd/" + strconv.Itoa(int(dirfd)))
+	}
+	if own, ok := selfLink(path); ok {
+		return open(proc + own)
+	}
+	if !strings.HasPrefix(path, "/") {
+		base := s.procLink(pid, dirfd)
+		if !strings.HasPrefix(base, "/") {
+			return -1, unix.ENOENT
+		}
+		path = base + "/" + path
+	}
+	if s.rootFD < 0 {
+		fd, err := unix.Open(proc+"root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, unix.ENOENT
+		}
+		s.rootFD = fd
+	}
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT}
+	for try := 0; ; try++ {
+		fd, err := unix.Openat2(s.rootFD, path, &how)
+		if err != unix.EAGAIN || try == 8 { // EAGAIN: a rename raced the walk
+			return fd, errnoOf(err)
+		}
+	}
+}
+
+// selfLink maps a path to the caller's own files in /proc (/proc/self/exe,
+// /proc/self/fd/N, the same under /proc/thread-self, and /dev/fd/N) to
+// the entry under its /proc/PID.
+func selfLink(path string) (string, bool) {
+	var rest string
+	switch {
+	case strings.HasPrefix(path, "/proc/self/"):
+		rest = path[len("/proc/self/"):]
+	case strings.HasPrefix(path, "/proc/thread-self/"):
+		rest = path[len("/proc/thread-self/"):]
+	case strings.HasPrefix(path, "/dev/fd/"):
+		rest = path[len("/dev/"):]
+	default:
+		return "", false
+	}
+	if rest == "exe" {
+		return rest, true
+	}
+	if n, ok := strings.CutPrefix(rest, "fd/"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+		return rest, true
+	}
+	return "", false
+}
+
+func errnoOf(err error) unix.Errno {
+	if err == nil {
+		return 0
+	}
+	if e, ok := err.(unix.Errno); ok {
+		return e
+	}
+	return unix.ENOENT
 }
 
 // hungUp reports whether the filter has no process left.

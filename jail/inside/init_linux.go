@@ -91,6 +91,16 @@ func Main() {
 			fail(125, err)
 		}
 	}
+	// Nothing init holds is the command's to take: not its memory
+	// (/proc/1/mem, process_vm_readv), its open files (/proc/1/fd,
+	// pidfd_getfd) or its environment. A process that is not dumpable is
+	// open to those only with CAP_SYS_PTRACE, which no jailed process has.
+	// The command is forked undumpable too, and is dumpable again from its
+	// execve on: the kernel resets it for a program that is not set-id and
+	// that its user may read.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fail(125, fmt.Errorf("init: making itself undumpable: %w", err))
+	}
 
 	// Signal handlers and the bridge's listeners are set up while Landlock
 	// and seccomp are applied; both must be ready before the fork. The

@@ -26,9 +26,13 @@ func landlockRights(abi int) (handled ll.AccessFSSet, classes map[string]ll.Acce
 		"list":  ll.AccessFSSet(llsys.AccessFSReadDir),
 		"read":  read,
 		"write": handled &^ llsys.AccessFSIoctlDev,
-		"proc":  rw,
-		"dev":   rw | (handled & llsys.AccessFSTruncate),
-		"tty":   rw | (handled & (llsys.AccessFSTruncate | llsys.AccessFSIoctlDev)),
+		// /proc is read-only: no /proc/PID/mem, environ, oom_score_adj,
+		// uid_map or comm is opened for writing. A /proc/self/fd/N (and
+		// /dev/stdout, /dev/fd/N) is a magic link, checked as the file it
+		// leads to: a pipe or a terminal is written to as before.
+		"proc": ll.AccessFSSet(llsys.AccessFSReadFile | llsys.AccessFSReadDir),
+		"dev":  rw | (handled & llsys.AccessFSTruncate),
+		"tty":  rw | (handled & (llsys.AccessFSTruncate | llsys.AccessFSIoctlDev)),
 	}
 	return handled, classes
 }

@@ -154,6 +154,10 @@ func DefaultRules() []Rule {
 	// Reading or writing another process's memory defeats every other layer.
 	add(deny(EPERM, "inspect/modify other processes' memory",
 		"ptrace", "process_vm_readv", "process_vm_writev")...)
+	// pidfd_getfd copies another process's open file into the caller under
+	// the same ptrace check: the files of init or of another jailed
+	// process are theirs.
+	add(deny(EPERM, "take another process's open files", "pidfd_getfd")...)
 	// Changing the mount table can undo the bind-mount view of the sandbox.
 	add(deny(EPERM, "change the mount table",
 		"mount", "umount2", "pivot_root", "move_mount", "open_tree",

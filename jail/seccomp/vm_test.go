@@ -149,6 +149,10 @@ func testVMDefaultRules(t *testing.T, prog []SockFilter) {
 		amd64Only bool
 	}{
 		{"ptrace", unix.SYS_PTRACE, 0, []uint64{unix.PTRACE_TRACEME}, errnoRet(unix.EPERM), false},
+		{"process_vm_readv", unix.SYS_PROCESS_VM_READV, 0, []uint64{1, 0, 1, 0, 1, 0}, errnoRet(unix.EPERM), false},
+		{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV, 0, []uint64{1, 0, 1, 0, 1, 0}, errnoRet(unix.EPERM), false},
+		{"pidfd_getfd", unix.SYS_PIDFD_GETFD, 0, []uint64{3, 0, 0}, errnoRet(unix.EPERM), false},
+		{"pidfd_open", unix.SYS_PIDFD_OPEN, 0, []uint64{1, 0}, retAllow, false},
 		{"read", unix.SYS_READ, 0, []uint64{0, 0, 0}, retAllow, false},
 		{"getpid", unix.SYS_GETPID, 0, nil, retAllow, false},
 		{"clone CLONE_NEWUSER", unix.SYS_CLONE, 0, []uint64{unix.CLONE_NEWUSER | uint64(unix.SIGCHLD)}, errnoRet(unix.EPERM), false},
