@@ -205,6 +205,18 @@ var scriptInterpreters = map[string]map[string]bool{
 	"perl": {"-e": true, "-E": true},
 	"ruby": {"-e": true},
 	"php":  {"-r": true},
+	// The dynamic loader runs the program it is given (ld.so /usr/bin/git).
+	"ld.so": {},
+}
+
+// loaderOptsWithValue are the dynamic loader's options that take the next
+// argument: it is not the program.
+var loaderOptsWithValue = map[string]bool{"--library-path": true, "--preload": true, "--audit": true, "--argv0": true, "--inhibit-rpath": true, "--glibc-hwcaps-prepend": true, "--glibc-hwcaps-mask": true}
+
+// loaderName reports whether a program name is the dynamic loader's
+// (ld-linux-x86-64.so.2, ld-linux-aarch64.so.1, ld-musl-x86_64.so.1, ld.so).
+func loaderName(name string) bool {
+	return name == "ld.so" || strings.HasPrefix(name, "ld-linux") || strings.HasPrefix(name, "ld-musl")
 }
 
 var (
@@ -222,17 +234,28 @@ const maxScriptArgs = 3
 // after it. Nil when it is not one.
 func (s *supervisor) scriptCommand(pid int, norm []string) []string {
 	name := norm[0]
-	if strings.HasPrefix(name, "python") {
+	switch {
+	case strings.HasPrefix(name, "python"):
 		name = "python"
+	case loaderName(name):
+		name = "ld.so"
 	}
 	code, ok := scriptInterpreters[name]
 	if !ok || len(norm) < 2 {
 		return nil
 	}
-	looked := 0
+	looked, skip := 0, false
 	for i, a := range norm[1:] {
+		if skip {
+			skip = false
+			continue
+		}
 		if code[a] || a == "-" {
 			return nil
+		}
+		if name == "ld.so" && loaderOptsWithValue[a] {
+			skip = true
+			continue
 		}
 		if strings.HasPrefix(a, "-") || a == "" {
 			continue

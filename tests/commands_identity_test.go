@@ -36,6 +36,9 @@ import os
 fd = os.memfd_create("x", 0)
 os.write(fd, open("/usr/bin/git", "rb").read())
 os.execve(fd, ["x", "push"], dict(os.environ))'`, eperm: true, logArg: "push"},
+	// The dynamic loader runs the program it is handed, options and all.
+	{name: "through the dynamic loader", script: "/lib64/ld-linux-x86-64.so.2 /usr/bin/git push", eperm: true, logArg: "push"},
+	{name: "a renamed copy through the loader, with options", script: "rm -f /tmp/lg; cp /usr/bin/git /tmp/lg && /lib64/ld-linux-x86-64.so.2 --library-path /a --preload '' --argv0 x /tmp/lg push", eperm: true, logArg: "push"},
 	{name: "/proc/self/fd of a copy", script: `rm -f /tmp/pf; cp /usr/bin/git /tmp/pf && python3 -c 'import os; fd = os.open("/tmp/pf", os.O_RDONLY); os.execv("/proc/self/fd/%d" % fd, ["x", "push"])'`, eperm: true, logArg: "push"},
 }
 
