@@ -46,7 +46,8 @@ type Config struct {
 	Dir  string `json:"-"`
 }
 
-// FilesystemConfig lists paths and globs; see SPEC §2.2.
+// FilesystemConfig lists paths and globs, relative to the config file's
+// directory or to ~.
 type FilesystemConfig struct {
 	AllowRead  []string `json:"allowRead,omitempty" noun:"paths"`
 	AllowWrite []string `json:"allowWrite,omitempty" noun:"paths"`

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// specExampleJSONC is the schema example of SPEC §2.2, written out as a
+// specExampleJSONC is the schema example of the product's specification, written out as a
 // jail.json with its comments.
 const specExampleJSONC = `{
   "extends": ["node"],                       // profiles to layer under this file
@@ -60,7 +60,7 @@ var specExampleConfig = Config{
 }
 
 // usersOneLiner is the example from the people who asked for the tool
-// (SPEC §2.2); it must work verbatim.
+// (the README's first screen); it must work verbatim.
 const usersOneLiner = `{"filesystem": {"allowWrite": ["."], "denyRead": [".env", ".env.*", "secrets/**", "**/*.pem", "~/.ssh/**", "~/.aws/**"]}, "command": {"deny": ["git push", "npm publish"]}}`
 
 var usersOneLinerConfig = Config{
@@ -195,7 +195,7 @@ func TestParseConfigValid(t *testing.T) {
 				Env:        EnvConfig{Pass: []string{"TERM", "_x9"}, Set: map[string]string{"CI": "", "A_1": "two words"}},
 			},
 		},
-		{name: "SPEC §2.2 example with comments", doc: specExampleJSONC, want: specExampleConfig},
+		{name: "schema example with comments", doc: specExampleJSONC, want: specExampleConfig},
 		{name: "the users' one-liner", doc: usersOneLiner, want: usersOneLinerConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,12 +213,12 @@ func TestParseConfigValid(t *testing.T) {
 	}
 }
 
-// TestParseConfigSpecExampleExact checks the SPEC example field by field,
+// TestParseConfigSpecExampleExact checks the schema example field by field,
 // including that "allow": [] stays an empty list and that nothing else is set.
 func TestParseConfigSpecExampleExact(t *testing.T) {
 	got, err := ParseConfig([]byte(specExampleJSONC), "jail.json")
 	if err != nil {
-		t.Fatalf("the SPEC §2.2 example does not parse: %v", err)
+		t.Fatalf("the schema example does not parse: %v", err)
 	}
 	if !reflect.DeepEqual(*got, specExampleConfig) {
 		t.Errorf("got  %#v\nwant %#v", *got, specExampleConfig)

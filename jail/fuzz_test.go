@@ -61,7 +61,7 @@ func FuzzParseConfig(f *testing.F) {
 	})
 }
 
-// checkConfigError asserts SPEC §1's error shape: a *ConfigError naming the
+// checkConfigError asserts the one error shape users see: a *ConfigError naming the
 // file, with a 1-based line and column inside the input, on one line.
 func checkConfigError(t *testing.T, data []byte, err error) {
 	t.Helper()

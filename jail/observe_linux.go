@@ -11,7 +11,7 @@ import (
 	"github.com/jailsh/jail/jail/learn"
 )
 
-// Observer watches a learning or watch run (SPEC §4): every file access,
+// Observer watches a learning or watch run: every file access,
 // exec and connect of every process in the jail.
 type Observer struct {
 	// Want is the tracer asked for: "" picks eBPF and falls back to the

@@ -21,7 +21,7 @@ type Options struct {
 	Secrets    []string // --secret VAR
 	BestEffort bool
 	Debug      bool
-	// Mode is "learning" or "watch" (SPEC §4): the real home through a
+	// Mode is "learning" or "watch": the real home through a
 	// throwaway overlay, the network open but logged, every access traced.
 	Mode string
 
@@ -97,7 +97,7 @@ func FindProject(cwd, home string) (configPath, root string) {
 	return configPath, root
 }
 
-// LoadLayers reads the config files in SPEC §2.1's order (user config, the
+// LoadLayers reads the config files lowest first (user config, the
 // project's jail.json, --settings) and returns them with the project root.
 // Command-line flags become the last layer.
 func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(string) string) ([]*Config, string, error) {

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// lineup is the set of built-in profiles issue 5 asks for, no more, no less.
+// lineup is the set of built-in profiles jail ships, no more, no less.
 var lineup = []string{
 	"claude", "codex", "gemini", "opencode", "aider", "cursor-agent", "goose", "amp", "copilot", "pi",
 	"node", "python", "go", "rust", "java", "ruby", "git",

@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkIntercept compares HTTPS through the intercepting proxy with
-// the same requests made directly, in one run (SPEC §7: ≤ 1 ms added
+// the same requests made directly, in one run (target: ≤ 1 ms added
 // median latency per keep-alive request, ≥ 50 % of direct throughput).
 //
 //	go test -run '^$' -bench Intercept ./proxy/
@@ -100,7 +100,7 @@ func median(ds []time.Duration) time.Duration {
 // BenchmarkInject compares keep-alive HTTPS requests that carry two
 // placeholders in header fields through a proxy that injects both
 // secrets with the same requests through a proxy without secrets, in one
-// run (issue 4: ≤ 0.2 ms added median latency). The responses are
+// run (target: ≤ 0.2 ms added median latency). The responses are
 // textual, so the injecting proxy also redacts them.
 //
 //	go test -run '^$' -bench Inject ./proxy/

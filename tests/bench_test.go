@@ -14,7 +14,7 @@ import (
 // BenchmarkStartup times `jail -- true` with every protection on against a
 // bare `bwrap --ro-bind / / --unshare-all --die-with-parent true`, the two
 // interleaved in one run, and reports both medians and their ratio
-// (SPEC §7 target: ≤ 4×).
+// (target: ≤ 4×).
 func BenchmarkStartup(b *testing.B) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -62,7 +62,7 @@ func median(d []time.Duration) time.Duration {
 // plain in the jail against the same under `jail --learning` with the eBPF
 // tracer (JAIL_TRACER=ebpf: needs root or CAP_BPF+CAP_PERFMON) and with the
 // seccomp fallback (JAIL_TRACER=seccomp), interleaved in one run, and
-// reports the medians and the ratios to the plain jailed time (SPEC §7
+// reports the medians and the ratios to the plain jailed time (target
 // target: ebpf-ratio ≤ 1.5). For scale, the same command bare on the host
 // against `strace -f` on the host (strace cannot run inside the jail,
 // whose seccomp filter refuses ptrace) is reported as strace-ratio. The
@@ -137,7 +137,7 @@ func BenchmarkLearning(b *testing.B) {
 		_, statErr := os.Stat(filepath.Join(learned, "git.json")) // named after the shell string's first word
 		os.RemoveAll(learned)
 		if tracer == "ebpf" && err != nil && os.Geteuid() != 0 {
-			b.Fatalf("JAIL_TRACER=ebpf jail --learning fails without root or CAP_BPF+CAP_PERFMON, and the eBPF ratio is the SPEC §7 target; run make bench as root: %v\n%s", err, out)
+			b.Fatalf("JAIL_TRACER=ebpf jail --learning fails without root or CAP_BPF+CAP_PERFMON, and the eBPF ratio has a target; run make bench as root: %v\n%s", err, out)
 		}
 		if err != nil || !strings.Contains(string(out), "(tracer: "+tracer) || statErr != nil {
 			b.Fatalf("JAIL_TRACER=%s jail --learning did not trace with %s and write its profile (err %v, profile %v); nothing to measure\n%s", tracer, tracer, err, statErr, out)

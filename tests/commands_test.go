@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Command rules (SPEC §3.7, issue 6): `"command": {"deny": ["git push"]}`
+// Command rules: `"command": {"deny": ["git push"]}`
 // holds at every execve/execveat of every process in the jail, however the
 // command is spelled, and on the wire. Every attack below runs twice: with
 // the rule, where it must fail, leave the remote's refs alone and be
@@ -35,7 +35,7 @@ func (a pushAttack) run(s *Sandbox) Result {
 	return s.Sh(a.script)
 }
 
-// pushAttacks are the spellings issue 6 lists, plus jail's own argv and -c.
+// pushAttacks are the usual spellings of git push, plus jail's own argv and -c.
 var pushAttacks = []pushAttack{
 	{name: "jail -- git push", argv: []string{"--", "git", "push"}, code: 126, logArg: "push"},
 	{name: "jail -c git push", argv: []string{"-c", "git push"}, eperm: true, logArg: "push"},
@@ -62,7 +62,7 @@ var pushAttacks = []pushAttack{
 	{name: "hard link of git made on the host", script: `test -e ./hl-git || { echo "ln: no hard link of /usr/bin/git could be made on the host"; exit 1; }; ./hl-git push`, eperm: true, logArg: "push", link: true},
 }
 
-// morePushSpellings are spellings beyond issue 6's list: the rest of the
+// morePushSpellings are spellings beyond those: the rest of the
 // wrappers and git options the contract names, argv[0] spoofing (git runs
 // the builtin its argv[0] names when that is "git-NAME"), execveat on a
 // file descriptor, git's dashed builtin, an alias (git re-execs itself),
@@ -162,7 +162,7 @@ func runPushAttacks(t *testing.T, s *Sandbox, attacks []pushAttack) {
 	}
 }
 
-// 1 and 2. Every spelling of `git push` issue 6 lists is denied at exec,
+// 1 and 2. Every usual spelling of `git push` is denied at exec,
 // as root and as the user; each one pushes without the rule.
 func TestCommandDenyGitPush(t *testing.T) {
 	t.Parallel()
@@ -583,7 +583,7 @@ code=$(curl -sS --max-time 30 -o /dev/null -w '%{http_code}' -X PUT -H 'Content-
 echo "##curl=$code"
 `
 
-// 4 (wire, issue 6 item 3). With npm publish denied, a publish that is not
+// 4 (on the wire). With npm publish denied, a publish that is not
 // an exec of npm (node running npm's own script, curl) is refused by the
 // proxy: the registry sees no PUT.
 func TestCommandDenyNpmPublishWire(t *testing.T) {
@@ -617,7 +617,7 @@ func TestCommandDenyNpmPublishWire(t *testing.T) {
 // 5. BenchmarkExecWithRules times 1,000 execs of /bin/true from a shell in
 // the jail with command.deny ["git push"] (every exec goes to the
 // supervisor) against the same without command rules, interleaved in one
-// run, and reports both medians and their ratio (issue 6 target: ≤ 1.5×).
+// run, and reports both medians and their ratio (target: ≤ 1.5×).
 func BenchmarkExecWithRules(b *testing.B) {
 	root := b.TempDir()
 	with, without := filepath.Join(root, "with-rules"), filepath.Join(root, "without-rules")

@@ -213,7 +213,7 @@ func TestAllowReadHomeStillDeniesCredentials(t *testing.T) {
 }
 
 // usersExample is the jail.json from the people who asked for the tool
-// (SPEC §2.2); it must work verbatim.
+// (the README's first screen); it must work verbatim.
 const usersExample = `{"filesystem": {"allowWrite": ["."], "denyRead": [".env", ".env.*", "secrets/**", "**/*.pem", "~/.ssh/**", "~/.aws/**"]}, "command": {"deny": ["git push", "npm publish"]}}`
 
 func TestJailJSONDenyRead(t *testing.T) {
@@ -458,7 +458,7 @@ func TestAllowWriteOutsideProject(t *testing.T) {
 		hostUnchanged(t, dir+"/sub/f", "x\n")
 		hostUnchanged(t, dir+"/existing", "old\nmore\n")
 
-		// Lists merge as a union (SPEC §2.1): the same directory in allowRead
+		// Lists merge as a union: the same directory in allowRead
 		// (say, from a profile) and allowWrite (from the user) is writable,
 		// whichever order the layers name it in.
 		for _, args := range [][]string{

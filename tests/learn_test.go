@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Learning and watch modes (SPEC §4): `jail --learning -- CMD` observes one
+// Learning and watch modes: `jail --learning -- CMD` observes one
 // run in a permissive but isolated jail (the real home through an overlay
 // whose writes are thrown away, secrets still masked, unknown names
 // allowed and logged) and writes a least-privilege profile; `jail --watch

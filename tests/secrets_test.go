@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// End-to-end tests of secret handling (SPEC §3.6, issue 4): secrets reach
+// End-to-end tests of secret handling: secrets reach
 // the jail as placeholders, the proxy injects the real value only toward
 // the hosts bound to it, refuses a placeholder headed anywhere else,
 // redacts real values in responses, and .env files are masked in place.

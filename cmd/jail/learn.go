@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// observed runs a learning or watch plan (SPEC §4) and reports what the
+// observed runs a learning or watch plan and reports what the
 // command did: a learned profile written and offered for merging, or, in
 // watch mode, the events streamed to the decision log and a summary.
 func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {

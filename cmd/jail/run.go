@@ -254,7 +254,7 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 	}
 	info := &planInfo{home: home, root: root}
 	// A project jail.json may come from a stranger: what it widens needs
-	// the user's trust (SPEC §2.4).
+	// the user's trust.
 	untrusted := &untrustedConfig{dir: root, home: home}
 	for _, l := range layers {
 		if l.FromLearning {
