@@ -21,13 +21,25 @@ func TestReferencedPrograms(t *testing.T) {
 		"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "python3 $HOME/.claude/hooks-x/run.py --x=1"}]}]},
 		"apiKeyHelper": "` + home + `/bin/helper; /usr/bin/true", "other": "~/missing.sh /etc/passwd"}`
 	os.WriteFile(filepath.Join(home, ".claude/settings.json"), []byte(settings), 0o644)
-	got := referencedPrograms(home, []string{filepath.Join(home, ".claude")})
+	got, err := referencedPrograms(home, []string{filepath.Join(home, ".claude")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []string{filepath.Join(home, ".claude/hooks-x/run.py"), filepath.Join(home, ".claude/statusline.sh"), filepath.Join(home, "bin/helper")}
 	if strings.Join(sortedCopy(got), " ") != strings.Join(sortedCopy(want), " ") {
 		t.Errorf("referencedPrograms = %q, want %q", got, want)
 	}
-	if got := referencedPrograms(home, []string{filepath.Join(home, "proj")}); len(got) != 0 {
+	if got, _ := referencedPrograms(home, []string{filepath.Join(home, "proj")}); len(got) != 0 {
 		t.Errorf("settings of a tree the jail does not show were read: %q", got)
+	}
+	// Too large to read whole: an error, never a silent gap.
+	big := make([]byte, maxSettings+10)
+	for i := range big {
+		big[i] = ' '
+	}
+	os.WriteFile(filepath.Join(home, ".claude/settings.local.json"), big, 0o644)
+	if _, err := referencedPrograms(home, []string{filepath.Join(home, ".claude")}); err == nil || !strings.Contains(err.Error(), "settings.local.json") {
+		t.Errorf("an oversized settings file gave %v, want an error naming it", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,21 +18,27 @@ var agentSettings = []string{
 
 // maxSettings bounds how much of a settings file is read for the programs
 // it names.
-const maxSettings = 256 << 10
+const maxSettings = 4 << 20
 
 // referencedPrograms returns the files in the home that the agents'
 // settings files name as programs to run (~/.claude/statusline.sh, a hook
 // script): a writable home would otherwise let a jailed command rewrite
 // what the unjailed agent runs next. Only settings in trees the jail shows
-// are read, and only names of files that exist are returned.
-func referencedPrograms(home string, shown []string) []string {
+// are read, and only names of files that exist are returned. A settings
+// file too large to read whole is an error: what it names would go
+// unprotected.
+func referencedPrograms(home string, shown []string) ([]string, error) {
 	var out []string
 	for _, rel := range agentSettings {
 		p := filepath.Join(home, rel)
 		if !related(p, shown) {
 			continue
 		}
-		for _, s := range settingsStrings(p) {
+		strs, err := settingsStrings(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range strs {
 			for _, f := range homePaths(s, home) {
 				if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
 					out = append(out, f)
@@ -39,46 +46,47 @@ func referencedPrograms(home string, shown []string) []string {
 			}
 		}
 	}
-	return union(nil, out)
+	return union(nil, out), nil
 }
 
-// settingsStrings returns every string value of a JSON file (nil when it
-// cannot be read or parsed, or is too large).
-func settingsStrings(path string) []string {
+// settingsStrings returns every string value of a JSON file: none when it
+// is missing or not JSON (the agent runs nothing from it then either), an
+// error when it is larger than jail reads.
+func settingsStrings(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSettings+1))
-	if err != nil || len(b) > maxSettings {
-		return nil
+	if err == nil && len(b) > maxSettings {
+		err = fmt.Errorf("larger than %d KiB", maxSettings>>10)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s for the programs it names: %w; shorten it, or keep the jail from writing its directory", path, err)
 	}
 	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return nil
+	if json.Unmarshal(b, &v) != nil { // nesting is bounded by the decoder
+		return nil, nil
 	}
 	var out []string
-	var walk func(any, int)
-	walk = func(v any, depth int) {
-		if depth > 64 {
-			return
-		}
+	var walk func(any)
+	walk = func(v any) {
 		switch t := v.(type) {
 		case string:
 			out = append(out, t)
 		case []any:
 			for _, e := range t {
-				walk(e, depth+1)
+				walk(e)
 			}
 		case map[string]any:
 			for _, e := range t {
-				walk(e, depth+1)
+				walk(e)
 			}
 		}
 	}
-	walk(v, 0)
-	return out
+	walk(v)
+	return out, nil
 }
 
 // homePaths are the words of a command string that name a path in the

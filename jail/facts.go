@@ -72,7 +72,9 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 	paths, patterns := Interest(pol, home)
 	paths = append(paths, f.CADir, f.StateDir)
 	f.HooksPaths = hooksPaths(pol.ProjectRoot, home)
-	f.AgentPrograms = referencedPrograms(home, shownRoots(pol, home))
+	if f.AgentPrograms, err = referencedPrograms(home, shownRoots(pol, home)); err != nil {
+		return nil, err
+	}
 	paths = append(paths, f.AgentPrograms...)
 	for _, h := range f.HooksPaths {
 		paths = append(paths, withParents(strings.TrimSuffix(h, "/"), "/")...)

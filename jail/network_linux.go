@@ -154,6 +154,12 @@ func ensurePrivateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
+	return privateDir(dir)
+}
+
+// privateDir checks that dir is a directory of this user's that no one
+// else may write (or read), and not a symlink.
+func privateDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err

@@ -77,19 +77,6 @@ func openStore(stateDir string) (*store, error) {
 
 func (s *store) close() { s.f.Close() }
 
-// privateDir checks that dir is a directory of this user's that no one
-// else may write (or read), and not a symlink.
-func privateDir(dir string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() || st.Mode&0o077 != 0 {
-		return fmt.Errorf("%s is not a private directory of yours (mode %o); remove it and try again", dir, st.Mode&0o7777)
-	}
-	return nil
-}
-
 func (s *store) load() map[string]*journal {
 	m := map[string]*journal{}
 	if b, err := io.ReadAll(io.NewSectionReader(s.f, 0, 1<<24)); err == nil && len(b) > 0 {
@@ -302,7 +289,7 @@ func newPool(dir string) *pool {
 	// planted one could hand jail a directory full of files to put in
 	// the project as a placeholder.
 	var st unix.Stat_t
-	if unix.Lstat(p.dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() || st.Mode&0o077 != 0 {
+	if privateDir(p.dir) != nil || unix.Lstat(p.dir, &st) != nil {
 		return p
 	}
 	p.dev = st.Dev

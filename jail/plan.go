@@ -605,7 +605,15 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 
 	// Read-only re-binds: denyWrite and the delayed-escape paths.
 	var roPaths, pins []string
-	madeDir := map[string]bool{} // missing directories made (writable) on the way to a placeholder
+	// makeDir plans a missing directory on the way to a placeholder:
+	// made on the host, writable, pinned with the rest of the way.
+	madeDir := map[string]bool{}
+	makeDir := func(b bind, d string) {
+		if !f.info(d).Exists && !madeDir[d] {
+			madeDir[d] = true
+			p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, d), Dir: true})
+		}
+	}
 	var protectedLiteral []string
 	for _, rel := range projectProtected {
 		protectedLiteral = append(protectedLiteral, joinRel(root, rel))
@@ -693,25 +701,14 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		// the way are made writable and pinned: ~/.config must stay
 		// usable.
 		for _, d := range parentsBelow(path, b.dest) {
-			if f.info(d).Exists || madeDir[d] {
-				continue
-			}
-			if b.dest == root {
+			if b.dest == root && !f.info(d).Exists && !madeDir[d] {
 				path, dir = d, true
 				break
 			}
-			madeDir[d] = true
-			p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, d), Dir: true})
+			makeDir(b, d)
 		}
 		held[path] = true
-		ph := PathPlaceholder{Path: hostOf(b, path), Dir: dir}
-		switch {
-		case dir:
-		case strings.HasSuffix(path, ".json") || strings.HasSuffix(path, ".jsonc"):
-			ph.Content = "{}\n"
-		case filepath.Base(path) == "commondir":
-			ph.Content = ".\n" // git reads it: the common directory is .git itself, as without it
-		}
+		ph := PathPlaceholder{Path: hostOf(b, path), Dir: dir, Content: placeholderContent(path, dir)}
 		p.Placeholders = append(p.Placeholders, ph)
 		p.Mounts = append(p.Mounts, InitMount{Path: path, Host: ph.Path, ReadOnly: true, Why: "read-only; a placeholder on the host while the jail runs"})
 		pins = append(pins, parentsBelow(path, b.dest)...)
@@ -727,10 +724,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			continue
 		}
 		for _, d := range parentsBelow(path, b.dest) {
-			if !f.info(d).Exists && !madeDir[d] {
-				madeDir[d] = true
-				p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, d), Dir: true})
-			}
+			makeDir(b, d)
 		}
 		held[path] = true
 		p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: hostOf(b, path), Dir: dir})
@@ -933,6 +927,21 @@ func planGitExclude(p *Plan, root string, f *Facts) (Op, bool) {
 	}
 	p.GitExclude = &GitExclude{Path: exclude, Copy: filepath.Join(f.SessionDir, "git-exclude"), Lines: lines}
 	return Op{Kind: "ro-bind", Src: p.GitExclude.Copy, Dest: exclude, Why: "the project's, and the placeholders"}, true
+}
+
+// placeholderContent is what a file placeholder holds: "{}" where a JSON
+// reader would choke on an empty file, "." for git's commondir (git reads
+// it; the common directory is then .git itself, as without one).
+func placeholderContent(path string, dir bool) string {
+	switch {
+	case dir:
+		return ""
+	case strings.HasSuffix(path, ".json") || strings.HasSuffix(path, ".jsonc"):
+		return "{}\n"
+	case filepath.Base(path) == "commondir":
+		return ".\n"
+	}
+	return ""
 }
 
 // joinRel joins a list entry to its base, keeping the trailing "/" that

@@ -170,6 +170,23 @@ func tomlKey(k string) []string {
 // cutOutsideQuotes cuts s at the first sep that is not inside a quoted
 // string.
 func cutOutsideQuotes(s string, sep byte) (before, after string, found bool) {
+	at := -1
+	outsideQuotes(s, func(i int, c byte) bool {
+		if c == sep {
+			at = i
+			return false
+		}
+		return true
+	})
+	if at < 0 {
+		return s, "", false
+	}
+	return s[:at], s[at+1:], true
+}
+
+// outsideQuotes calls fn with each byte of s that is not inside a quoted
+// string (a backslash escapes in double quotes), until fn returns false.
+func outsideQuotes(s string, fn func(i int, c byte) bool) {
 	var q byte
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -181,11 +198,12 @@ func cutOutsideQuotes(s string, sep byte) (before, after string, found bool) {
 			}
 		case c == '"' || c == '\'':
 			q = c
-		case c == sep:
-			return s[:i], s[i+1:], true
+		default:
+			if !fn(i, c) {
+				return
+			}
 		}
 	}
-	return s, "", false
 }
 
 // stripComment cuts a # comment that is not inside a quoted string.
@@ -205,24 +223,15 @@ func goesOn(s string) bool {
 func depth(s string) int {
 	n := 0
 	for _, line := range strings.Split(s, "\n") {
-		line = stripComment(line)
-		var q byte
-		for i := 0; i < len(line); i++ {
-			switch c := line[i]; {
-			case q != 0:
-				if c == '\\' && q == '"' {
-					i++
-				} else if c == q {
-					q = 0
-				}
-			case c == '"' || c == '\'':
-				q = c
-			case c == '[' || c == '{':
+		outsideQuotes(stripComment(line), func(_ int, c byte) bool {
+			switch c {
+			case '[', '{':
 				n++
-			case c == ']' || c == '}':
+			case ']', '}':
 				n--
 			}
-		}
+			return true
+		})
 	}
 	return n
 }

@@ -1,0 +1,57 @@
+package jail
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A spare is taken from the pool only while it is exactly a placeholder,
+// and only from a pool that is a private directory of the user's: a
+// planted pool, or a spare with a file in it, would put that content in
+// the project under a protected name.
+func TestPoolTakesOnlyIntactSpares(t *testing.T) {
+	dir := t.TempDir()
+	pool := filepath.Join(dir, "pool")
+	os.Mkdir(pool, 0o700)
+	os.Mkdir(filepath.Join(pool, "d-full"), 0o755)
+	os.WriteFile(filepath.Join(pool, "d-full", "settings.json"), []byte(`{"hooks":{}}`), 0o644)
+	if e := newPool(dir).plan(PathPlaceholder{Path: filepath.Join(dir, ".claude"), Dir: true}); e.from != "" {
+		t.Errorf("a spare directory with a file in it was taken: %s", e.from)
+	}
+	os.Mkdir(filepath.Join(pool, "d-empty"), 0o755)
+	e := newPool(dir).plan(PathPlaceholder{Path: filepath.Join(dir, ".claude"), Dir: true})
+	if filepath.Base(e.from) != "d-empty" {
+		t.Fatalf("the empty spare was not taken: %q", e.from)
+	}
+	// Something written into it between the plan and the rename: refused.
+	os.WriteFile(filepath.Join(pool, "d-empty", "x"), nil, 0o644)
+	if err := newPool(dir).make(&e); err == nil {
+		t.Errorf("a spare filled after it was planned was put in place")
+	}
+	// A pool others may write is not used at all.
+	os.Chmod(pool, 0o777)
+	os.Mkdir(filepath.Join(pool, "d-other"), 0o755)
+	if e := newPool(dir).plan(PathPlaceholder{Path: filepath.Join(dir, ".vscode"), Dir: true}); e.from != "" {
+		t.Errorf("a spare was taken from a pool others may write: %s", e.from)
+	}
+}
+
+// A session is alive while jail runs or while the first process of its
+// jail does; a zombie or a reused PID is not it.
+func TestJournalAlive(t *testing.T) {
+	me, start := os.Getpid(), procStart(os.Getpid())
+	for _, tt := range []struct {
+		j    journal
+		want bool
+	}{
+		{journal{PID: me, Start: start}, true},
+		{journal{PID: 999999999, Start: 1, JailPID: me, JailStart: start}, true},
+		{journal{PID: me, Start: start + 1}, false},
+		{journal{}, false},
+	} {
+		if got := alive(&tt.j); got != tt.want {
+			t.Errorf("alive(%+v) = %v, want %v", tt.j, got, tt.want)
+		}
+	}
+}
