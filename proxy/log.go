@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Entry is one decision: one JSON line of the decision log.
@@ -47,11 +47,42 @@ const (
 	verdictError = "error"
 )
 
-const logFile = "decisions.jsonl"
+const (
+	logFile = "decisions.jsonl"
+	// logLock serializes rotations, and readers opening the log's files
+	// against them.
+	logLock = "decisions.lock"
+)
+
+// maxLogBytes is the size at which the decision log rotates. The
+// environment variable JAIL_LOG_MAX_BYTES can lower it (tests rotate a
+// small log), never raise it: the log's room on disk stays bounded.
+var maxLogBytes int64 = 16 << 20
+
+// keptLogs is how many rotated logs are kept besides the current one:
+// decisions.jsonl.1 (the newest) to decisions.jsonl.5 (the oldest).
+var keptLogs = 5
+
+// logLimit is maxLogBytes, or JAIL_LOG_MAX_BYTES when that is lower.
+func logLimit() int64 {
+	v, err := strconv.ParseInt(os.Getenv("JAIL_LOG_MAX_BYTES"), 10, 64)
+	if err == nil && v > 0 && v < maxLogBytes {
+		return v
+	}
+	return maxLogBytes
+}
 
 // Log appends entries to dir/decisions.jsonl. Each entry is one write(2)
 // to a file opened with O_APPEND, so writers in several processes never
 // interleave within a line.
+//
+// The log rotates by size: the writer whose entry takes the file past the
+// limit renames it to decisions.jsonl.1 (shifting the older ones, the
+// oldest dropped) under a lock, after checking again under the lock that
+// the file is still the one it wrote and still that large, so that of
+// several writers only one rotates. Every writer checks before each write
+// that its file is still the one at the path, and reopens when it is not;
+// an entry that went into a file removed in between is written again.
 //
 // The log is a record, not a boundary: a write that fails (a full disk, a
 // removed directory) does not stop the jail, but it is reported once per
@@ -60,8 +91,11 @@ const logFile = "decisions.jsonl"
 type Log struct {
 	mu     sync.Mutex
 	f      *os.File
+	fi     fs.FileInfo // of f when it was opened
 	dir    string
 	path   string
+	max    int64
+	keep   int
 	warn   io.Writer
 	closed bool
 }
@@ -70,7 +104,7 @@ type Log struct {
 // decision log in dir for appending. Write failures are reported on
 // stderr.
 func OpenLog(dir string) (*Log, error) {
-	l := &Log{dir: dir, path: filepath.Join(dir, logFile), warn: os.Stderr}
+	l := newLog(dir, os.Stderr)
 	if err := l.open(); err != nil {
 		return nil, err
 	}
@@ -82,11 +116,15 @@ func OpenLog(dir string) (*Log, error) {
 // tries again at each write, reporting the next failure after a success.
 // Failures are reported on warn.
 func OpenLogOrWarn(dir string, warn io.Writer) *Log {
-	l := &Log{dir: dir, path: filepath.Join(dir, logFile), warn: warn}
+	l := newLog(dir, warn)
 	if err := l.open(); err != nil {
 		l.failed(err)
 	}
 	return l
+}
+
+func newLog(dir string, warn io.Writer) *Log {
+	return &Log{dir: dir, path: filepath.Join(dir, logFile), max: logLimit(), keep: keptLogs, warn: warn}
 }
 
 func (l *Log) open() error {
@@ -97,13 +135,18 @@ func (l *Log) open() error {
 	if err != nil {
 		return fmt.Errorf("opening decision log: %w", err)
 	}
-	l.f = f
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("opening decision log: %w", err)
+	}
+	l.f, l.fi = f, fi
 	return nil
 }
 
 // Write appends e as one line.
 func (l *Log) Write(e Entry) error {
-	b, err := json.Marshal(e)
+	b, err := EntryJSON(e)
 	if err != nil {
 		return err
 	}
@@ -113,19 +156,129 @@ func (l *Log) Write(e Entry) error {
 	if l.closed {
 		return fmt.Errorf("writing decision log: %w", os.ErrClosed)
 	}
-	if l.f == nil {
-		if err := l.open(); err != nil {
-			l.failed(err)
-			return err
-		}
+	if err := l.current(); err != nil {
+		l.failed(err)
+		return err
 	}
-	if _, err := l.f.Write(b); err != nil {
-		err = fmt.Errorf("writing decision log: %w", err)
+	if err := l.append(b); err != nil {
 		l.failed(err)
 		return err
 	}
 	l.recorded()
 	return nil
+}
+
+// current makes l.f the file at the log's path: opened when there is
+// none, reopened when another writer rotated the log.
+func (l *Log) current() error {
+	if l.f != nil {
+		if fi, err := os.Stat(l.path); err == nil && os.SameFile(fi, l.fi) {
+			return nil
+		}
+		l.f.Close()
+		l.f = nil
+	}
+	return l.open()
+}
+
+// append writes b in one write(2), again into the current file when the
+// one written to was rotated out of the kept files (removed) meanwhile, and
+// rotates the log when b took it to its limit.
+func (l *Log) append(b []byte) error {
+	for try := 0; ; try++ {
+		if _, err := l.f.Write(b); err != nil {
+			return fmt.Errorf("writing decision log: %w", err)
+		}
+		fi, err := l.f.Stat()
+		if err != nil {
+			return nil // written; the next write finds out what is wrong
+		}
+		if removed(fi) && try < 3 {
+			l.f.Close()
+			if err := l.open(); err != nil {
+				return err
+			}
+			continue
+		}
+		if fi.Size() >= l.max {
+			l.rotate()
+		}
+		return nil
+	}
+}
+
+// rotate renames the log to decisions.jsonl.1, the older ones one number
+// up and the oldest kept over the one beyond, then opens the new log. A
+// rotation that fails leaves the log growing: the entry is recorded, and
+// the next write past the limit tries again.
+func (l *Log) rotate() {
+	unlock, err := lockFile(filepath.Join(l.dir, logLock))
+	if err != nil {
+		return
+	}
+	defer unlock()
+	fi, err := os.Stat(l.path)
+	if err != nil || !os.SameFile(fi, l.fi) || fi.Size() < l.max {
+		return // another writer rotated it already
+	}
+	for i := l.keep; i > 1; i-- {
+		os.Rename(rotatedLog(l.path, i-1), rotatedLog(l.path, i)) // a missing one is fine
+	}
+	if os.Rename(l.path, rotatedLog(l.path, 1)) != nil {
+		return
+	}
+	l.f.Close()
+	l.f = nil
+	l.open() // or the next write opens it, and reports what failed
+}
+
+// rotatedLog is the name of the n-th newest rotated log.
+func rotatedLog(path string, n int) string { return path + "." + strconv.Itoa(n) }
+
+// EntryJSON is e as the decision log stores it and `jail log --json`
+// prints it: JSON whose every string is valid UTF-8 (encoding/json
+// replaces invalid bytes with U+FFFD) and holds no raw control character.
+// encoding/json escapes the C0 controls but writes DEL, the C1 controls
+// (U+0080–U+009F, of which U+009B introduces a terminal command as ESC [
+// does) and the other Unicode format characters as they are, so those are
+// escaped here: the log is printed and tailed on terminals.
+func EntryJSON(e Entry) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	return escapeJSONControls(b), nil
+}
+
+// escapeJSONControls writes DEL and every non-printable character above
+// ASCII in b (JSON text, where such characters can only be inside strings)
+// as a \uXXXX escape.
+func escapeJSONControls(b []byte) []byte {
+	clean := true
+	for _, c := range b {
+		if c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		switch {
+		case r != 0x7f && (r < 0x80 || strconv.IsPrint(r)):
+			out = append(out, b[:n]...)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // failing holds, per log file, whether a failure to record was reported
@@ -179,71 +332,6 @@ func (l *Log) Close() error {
 	err := l.f.Close()
 	l.f = nil
 	return err
-}
-
-// ReadLog calls fn with each entry of dir's decision log in file order
-// until fn returns false. A missing log has no entries. A last line
-// without its newline is being written and is skipped.
-func ReadLog(dir string, fn func(Entry) bool) error {
-	return readLog(dir, 0, nil, fn)
-}
-
-// LogSize is the decision log's length now: ReadSession from it sees only
-// what is logged afterwards.
-func LogSize(dir string) int64 {
-	st, err := os.Stat(filepath.Join(dir, logFile))
-	if err != nil {
-		return 0
-	}
-	return st.Size()
-}
-
-// ReadSession is ReadLog for one session's entries logged at or after
-// offset from (see LogSize). Other lines are skipped without decoding: the
-// log grows with every run, a run's summary must not.
-func ReadSession(dir, session string, from int64, fn func(Entry) bool) error {
-	key, _ := json.Marshal(session)
-	key = append([]byte(`"session":`), key...)
-	return readLog(dir, from, key, func(e Entry) bool {
-		return e.Session != session || fn(e)
-	})
-}
-
-func readLog(dir string, from int64, key []byte, fn func(Entry) bool) error {
-	path := filepath.Join(dir, logFile)
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading decision log: %w", err)
-	}
-	defer f.Close()
-	if from > 0 {
-		if _, err := f.Seek(from, io.SeekStart); err != nil {
-			return fmt.Errorf("reading decision log: %w", err)
-		}
-	}
-	r := bufio.NewReaderSize(f, 64<<10)
-	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading %q: %w", path, err)
-		}
-		if len(bytes.TrimSpace(line)) == 0 || key != nil && !bytes.Contains(line, key) {
-			continue
-		}
-		var e Entry
-		if err := json.Unmarshal(line, &e); err != nil {
-			return fmt.Errorf("reading %q line %d: %w", path, n, err)
-		}
-		if !fn(e) {
-			return nil
-		}
-	}
 }
 
 // Summary is the exit line about denials: "" when there were none, else

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestLogConcurrent(t *testing.T) {
@@ -158,7 +160,7 @@ func TestReadSession(t *testing.T) {
 	}
 	defer l.Close()
 	l.Write(Entry{Session: "s1", Host: "before.test", Verdict: "allow"})
-	from := LogSize(dir)
+	from := LogEnd(dir)
 	l.Write(Entry{Session: "s1", Host: "a.test", Verdict: "allow"})
 	l.Write(Entry{Session: "s2", Host: "other.test", Path: `"session":"s1"x`, Verdict: "allow"})
 	l.Write(Entry{Session: "s10", Host: "prefix.test", Verdict: "allow"})
@@ -169,5 +171,277 @@ func TestReadSession(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "a.test,b.test" {
 		t.Errorf("ReadSession = %v, want [a.test b.test]", got)
+	}
+}
+
+// smallLogs makes the Logs opened by the test rotate at max bytes and keep
+// keep rotated files.
+func smallLogs(t *testing.T, max int64, keep int) {
+	oldMax, oldKeep := maxLogBytes, keptLogs
+	maxLogBytes, keptLogs = max, keep
+	t.Cleanup(func() { maxLogBytes, keptLogs = oldMax, oldKeep })
+}
+
+// logNames lists the decision log's files in dir, sorted.
+func logNames(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "decisions.jsonl*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m {
+		m[i] = filepath.Base(m[i])
+	}
+	return m
+}
+
+// TestLogRotateConcurrent: eight writers with separate Logs (separate
+// opens, so the rotation lock and the reopen check work as between
+// processes) write 20 000 entries into a log that rotates every 8 KiB.
+// Every entry is in exactly one file, whole, and ReadLog sees each once,
+// each writer's in the order written.
+func TestLogRotateConcurrent(t *testing.T) {
+	smallLogs(t, 8<<10, 1000)
+	dir := filepath.Join(t.TempDir(), "state")
+	const writers, each = 8, 2500
+	var wg sync.WaitGroup
+	for w := range writers {
+		l, err := OpenLog(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer l.Close()
+			for i := range each {
+				if err := l.Write(Entry{Session: fmt.Sprintf("w%d", w), Host: "allowed.test", Port: i + 1, Verdict: "allow"}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	names := logNames(t, dir)
+	if len(names) < 100 {
+		t.Fatalf("the log rotated into only %d files: %v", len(names), names)
+	}
+	onDisk := 0
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			t.Errorf("%s ends inside a line", n)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			var e Entry
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("%s holds a torn line %q: %v", n, line, err)
+			}
+			onDisk++
+		}
+		if fi, _ := os.Stat(filepath.Join(dir, n)); fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", n, fi.Mode().Perm())
+		}
+	}
+	if onDisk != writers*each {
+		t.Errorf("the files hold %d entries, want %d", onDisk, writers*each)
+	}
+	next := map[string]int{}
+	n := 0
+	err := ReadLog(dir, func(e Entry) bool {
+		n++
+		if next[e.Session]++; e.Port != next[e.Session] {
+			t.Errorf("ReadLog gave %s's entry %d after %d", e.Session, e.Port, next[e.Session]-1)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != writers*each {
+		t.Fatalf("ReadLog saw %d entries, want %d", n, writers*each)
+	}
+}
+
+// TestLogKeepsFive: the log keeps the current file and five rotated ones;
+// the oldest entries go, the newest stay.
+func TestLogKeepsFive(t *testing.T) {
+	smallLogs(t, 1024, 5)
+	dir := t.TempDir()
+	l, err := OpenLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		l.Write(Entry{Session: "s", Host: "a.test", Port: i + 1, Verdict: "allow"})
+	}
+	l.Close()
+	want := []string{"decisions.jsonl", "decisions.jsonl.1", "decisions.jsonl.2", "decisions.jsonl.3", "decisions.jsonl.4", "decisions.jsonl.5"}
+	if got := logNames(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("files %v, want %v", got, want)
+	}
+	for _, n := range want[1:] {
+		if fi, _ := os.Stat(filepath.Join(dir, n)); fi.Size() < 1024 || fi.Size() > 1024+200 {
+			t.Errorf("%s is %d bytes, want the limit plus at most one entry", n, fi.Size())
+		}
+	}
+	var ports []int
+	ReadLog(dir, func(e Entry) bool { ports = append(ports, e.Port); return true })
+	if len(ports) == 0 || len(ports) >= 500 || ports[len(ports)-1] != 500 {
+		t.Fatalf("read %d entries ending %v; want the newest kept, the oldest dropped", len(ports), ports[max(0, len(ports)-3):])
+	}
+	for i := 1; i < len(ports); i++ {
+		if ports[i] != ports[i-1]+1 {
+			t.Fatalf("entries out of order across the files: %d after %d", ports[i], ports[i-1])
+		}
+	}
+}
+
+// TestLogMaxBytesEnv: JAIL_LOG_MAX_BYTES lowers the rotation size and
+// cannot raise it.
+func TestLogMaxBytesEnv(t *testing.T) {
+	for _, tt := range []struct {
+		env  string
+		want int64
+	}{
+		{"", maxLogBytes},
+		{"4096", 4096},
+		{"1", 1},
+		{strconv.FormatInt(maxLogBytes*10, 10), maxLogBytes},
+		{"0", maxLogBytes},
+		{"-5", maxLogBytes},
+		{"16MiB", maxLogBytes},
+	} {
+		t.Setenv("JAIL_LOG_MAX_BYTES", tt.env)
+		if got := logLimit(); got != tt.want {
+			t.Errorf("JAIL_LOG_MAX_BYTES=%q: limit %d, want %d", tt.env, got, tt.want)
+		}
+	}
+}
+
+// TestLogCursorFollowsRotation: a cursor reading while the log rotates
+// many times under it (as jail log -f does) sees every entry once, in
+// order, and then what comes after a pause.
+func TestLogCursorFollowsRotation(t *testing.T) {
+	smallLogs(t, 2048, 1000)
+	dir := t.TempDir()
+	c, err := OpenLogCursor(dir, LogPos{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := OpenLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	seen := 0
+	read := func() {
+		t.Helper()
+		err := c.Lines(func(line []byte) bool {
+			var e Entry
+			if err := json.Unmarshal(line, &e); err != nil {
+				t.Fatalf("cursor gave a line that is not an entry: %q", line)
+			}
+			if seen++; e.Port != seen {
+				t.Fatalf("cursor gave entry %d after %d", e.Port, seen-1)
+			}
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	written := 0
+	for burst := range 40 {
+		for range burst * 3 { // from no rotation to several between reads
+			written++
+			l.Write(Entry{Session: "s", Host: "a.test", Port: written, Verdict: "allow"})
+		}
+		read()
+		if seen != written {
+			t.Fatalf("after burst %d the cursor saw %d of %d entries", burst, seen, written)
+		}
+	}
+	if n := len(logNames(t, dir)); n < 20 {
+		t.Fatalf("the log rotated only into %d files", n)
+	}
+}
+
+// TestReadSessionAcrossRotation: ReadSession from LogEnd sees the
+// session's entries written afterwards even when the log rotated in
+// between, and none written before.
+func TestReadSessionAcrossRotation(t *testing.T) {
+	smallLogs(t, 1024, 1000)
+	dir := t.TempDir()
+	l, err := OpenLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 20 {
+		l.Write(Entry{Session: "s1", Host: "before.test", Port: i, Verdict: "allow"})
+	}
+	from := LogEnd(dir)
+	for i := range 100 {
+		l.Write(Entry{Session: "s1", Host: "after.test", Port: i + 1, Verdict: "allow"})
+		l.Write(Entry{Session: "s2", Host: "other.test", Verdict: "allow"})
+	}
+	var got []int
+	if err := ReadSession(dir, "s1", from, func(e Entry) bool {
+		if e.Host != "after.test" {
+			t.Errorf("ReadSession gave %s", e.Host)
+		}
+		got = append(got, e.Port)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 100 || got[0] != 1 || got[99] != 100 {
+		t.Fatalf("ReadSession saw %d entries (%v…), want the 100 after the mark", len(got), got[:min(3, len(got))])
+	}
+	if len(logNames(t, dir)) < 10 {
+		t.Fatal("the log did not rotate")
+	}
+}
+
+// TestEntryJSONControls: an entry carrying invalid UTF-8, ESC, DEL, C1
+// controls (U+009B is CSI) and Unicode line separators is stored as valid
+// UTF-8 JSON with none of them raw, and reads back with the invalid bytes
+// replaced and every character kept.
+func TestEntryJSONControls(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := "\x1b[2J\x1b]0;pwned\x07\x7f\u009b31m\u0085\u2028\u202e\U000e0041ok"
+	e := Entry{Session: "s", Host: "h\xff\xfe" + hostile, Path: "/p\xc3" + hostile, Reason: hostile, Rule: hostile, Verdict: "deny", Injected: []string{hostile}}
+	if err := l.Write(e); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	b, err := os.ReadFile(filepath.Join(dir, logFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.Valid(b) {
+		t.Errorf("the log is not valid UTF-8: %q", b)
+	}
+	for i, r := range string(b) {
+		if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && !strconv.IsPrint(r) {
+			t.Errorf("the log holds a raw %U at byte %d: %s", r, i, b)
+		}
+	}
+	var got []Entry
+	ReadLog(dir, func(e Entry) bool { got = append(got, e); return true })
+	if len(got) != 1 {
+		t.Fatalf("read %d entries", len(got))
+	}
+	if got[0].Host != "h\ufffd\ufffd"+hostile || got[0].Path != "/p\ufffd"+hostile || got[0].Reason != hostile || got[0].Injected[0] != hostile {
+		t.Errorf("read back %+v", got[0])
 	}
 }

@@ -44,7 +44,7 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jail: %s (tracer: %s)\n", verb, obs.Used)
 	}
 
-	logFrom := proxy.LogSize(plan.StateDir)
+	logFrom := proxy.LogEnd(plan.StateDir)
 	code, err := jail.RunObserved(plan, stderr, obs)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
@@ -175,7 +175,7 @@ func offerMerge(p learn.Profile, info *planInfo, yes bool, stderr io.Writer) {
 
 // sessionRequests reads the proxy's decisions of this run, logged after
 // offset from.
-func sessionRequests(plan *jail.Plan, from int64) []learn.Request {
+func sessionRequests(plan *jail.Plan, from proxy.LogPos) []learn.Request {
 	var reqs []learn.Request
 	proxy.ReadSession(plan.StateDir, plan.Session, from, func(e proxy.Entry) bool {
 		switch {
