@@ -62,7 +62,7 @@ func copyAgentFile(a AgentFile) ([]byte, error) {
 func (s *agentSession) mergeBack(stderr io.Writer) {
 	for i, a := range s.files {
 		if err := mergeGuarded(a, s.base[i]); err != nil {
-			fmt.Fprintf(stderr, "jail: warning: %s not updated from the jail: %v\n", a.Host, err)
+			fmt.Fprintf(stderr, "jail: warning: %s not updated from the jail: %s\n", a.Host, Escaped(err.Error())) // may quote the jail's copy
 		}
 	}
 }

@@ -121,7 +121,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	}
 	defer func() {
 		if summary := ns.close(); summary != "" {
-			fmt.Fprintf(stderr, "jail: %s\n", summary)
+			fmt.Fprintf(stderr, "jail: %s\n", Escaped(summary)) // names the jailed run chose
 		}
 	}()
 	var args bytes.Buffer
@@ -321,7 +321,7 @@ loop:
 
 	if sup != nil {
 		if line := sup.summary(); line != "" {
-			fmt.Fprintf(stderr, "jail: %s\n", line)
+			fmt.Fprintf(stderr, "jail: %s\n", Escaped(line))
 		}
 	}
 	if obs != nil {

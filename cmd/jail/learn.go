@@ -224,12 +224,13 @@ func watchEntry(e learn.Event, session, home string) proxy.Entry {
 	return en
 }
 
-// indent prefixes the report's lines so they read as jail's.
+// indent prefixes the report's lines so they read as jail's, each line
+// escaped: it names paths and hosts the traced run chose.
 func indent(s string) string {
 	var b strings.Builder
-	for _, l := range strings.SplitAfter(s, "\n") {
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
 		if l != "" {
-			b.WriteString("jail:   " + l)
+			b.WriteString("jail:   " + jail.Escaped(l) + "\n")
 		}
 	}
 	return b.String()

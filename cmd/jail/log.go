@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,7 +35,7 @@ func logCmd(args []string, stdout, stderr io.Writer) int {
 			return
 		}
 		if *asJSON {
-			b, _ := json.Marshal(e)
+			b, _ := proxy.EntryJSON(e)
 			fmt.Fprintf(stdout, "%s\n", b)
 			return
 		}
@@ -45,58 +44,48 @@ func logCmd(args []string, stdout, stderr io.Writer) int {
 	if !*asJSON {
 		fmt.Fprintf(stdout, "%-8s  %-16s  %-5s  %-7s  %-32s  %s\n", "TIME", "SESSION", "VERDICT", "METHOD", "DESTINATION", "RULE / REASON")
 	}
-	path := filepath.Join(dir, "decisions.jsonl")
-	f, err := os.Open(path)
-	if os.IsNotExist(err) && !*follow {
-		return 0 // nothing decided yet
+	c, err := proxy.OpenLogCursor(dir, proxy.LogPos{})
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v; check the permissions of %s\n", err, dir)
+		return 125
 	}
-	var offset int64
-	if err == nil {
-		if *follow && *session == "" {
-			// As tail -f: the last ten, then what comes.
-			var last []proxy.Entry
-			offset = readFrom(f, 0, func(e proxy.Entry) {
-				if last = append(last, e); len(last) > 10 {
-					last = last[1:]
-				}
-			})
-			for _, e := range last {
-				show(e)
+	defer c.Close()
+	if *follow && *session == "" {
+		// As tail -f: the last ten, then what comes.
+		var last []proxy.Entry
+		readEntries(c, func(e proxy.Entry) {
+			if last = append(last, e); len(last) > 10 {
+				last = last[1:]
 			}
-		} else {
-			offset = readFrom(f, 0, show)
+		})
+		for _, e := range last {
+			show(e)
 		}
-		f.Close()
+	} else {
+		readEntries(c, show)
 	}
 	for *follow {
 		time.Sleep(200 * time.Millisecond)
-		if f, err := os.Open(path); err == nil {
-			offset = readFrom(f, offset, show)
-			f.Close()
-		}
+		readEntries(c, show)
 	}
 	return 0
 }
 
-// readFrom prints the whole lines after offset and returns the new offset.
-func readFrom(f *os.File, offset int64, show func(proxy.Entry)) int64 {
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return offset
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return offset
-	}
-	end := strings.LastIndexByte(string(b), '\n') + 1 // a line being written waits
-	for _, line := range strings.Split(string(b[:end]), "\n") {
+// readEntries shows the entries the cursor has now, across the log's
+// rotations; a line that is not an entry is skipped.
+func readEntries(c *proxy.LogCursor, show func(proxy.Entry)) {
+	c.Lines(func(line []byte) bool {
 		var e proxy.Entry
-		if line != "" && json.Unmarshal([]byte(line), &e) == nil {
+		if json.Unmarshal(line, &e) == nil {
 			show(e)
 		}
-	}
-	return offset + int64(end)
+		return true
+	})
 }
 
+// formatEntry is e as a row of the table, every field the jailed run
+// chose escaped (see jail.Escaped): a path, host name or argv carrying
+// ESC must not drive the terminal.
 func formatEntry(e proxy.Entry) string {
 	dest := e.Host
 	if e.Port != 0 {
@@ -115,5 +104,6 @@ func formatEntry(e proxy.Entry) string {
 	if len(session) > 16 {
 		session = session[:16]
 	}
-	return fmt.Sprintf("%-8s  %-16s  %-7s  %-7s  %-32s  %s", e.Time.Local().Format("15:04:05"), session, strings.ToUpper(e.Verdict), e.Method, dest, why)
+	esc := jail.Escaped
+	return fmt.Sprintf("%-8s  %-16s  %-7s  %-7s  %-32s  %s", e.Time.Local().Format("15:04:05"), esc(session), esc(strings.ToUpper(e.Verdict)), esc(e.Method), esc(dest), esc(why))
 }

@@ -307,7 +307,7 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 func reportCreated(plan *jail.Plan, stderr io.Writer) {
 	created, err := jail.Created(plan)
 	if len(created) > 0 {
-		fmt.Fprintf(stderr, "jail: warning: the command created %s; review before an unjailed tool runs it\n", strings.Join(created, ", "))
+		fmt.Fprintf(stderr, "jail: warning: the command created %s; review before an unjailed tool runs it\n", jail.Escaped(strings.Join(created, ", ")))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: warning: cannot tell every protected path the command created: %v; review what it wrote before an unjailed tool runs it\n", err)
