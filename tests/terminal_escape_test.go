@@ -1,0 +1,168 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// socksHostilePy asks the SOCKS5 bridge for names carrying a raw ESC
+// sequence, a C1 CSI (U+009B) and a byte that is not UTF-8, and prints
+// "##socks-N=rep=CODE" for each.
+const socksHostilePy = `
+import socket, struct
+hosts = [b"evil\x1b[2J.test", b"c1\xc2\x9b31m.test", b"bad\xff\x7f.test"]
+for i, h in enumerate(hosts):
+    try:
+        s = socket.create_connection(("127.0.0.1", 1080), timeout=10)
+        s.sendall(b"\x05\x01\x00")
+        s.recv(2)
+        s.sendall(b"\x05\x01\x00\x03" + bytes([len(h)]) + h + struct.pack(">H", 80))
+        rep = s.recv(10)
+        print("##socks-%d=rep=%d" % (i, rep[1] if len(rep) > 1 else -1))
+    except Exception as e:
+        print("##socks-%d=error:%r" % (i, e))
+`
+
+// rawControl returns a description of the first character in out that a
+// terminal would act on (a C0 control other than newline and tab, DEL, a
+// C1 control) or of a byte that is not UTF-8; "" when there is none.
+func rawControl(out string) string {
+	for i := 0; i < len(out); {
+		r, n := utf8.DecodeRuneInString(out[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			return "a byte that is not UTF-8 at " + context(out, i)
+		case r < 0x20 && r != '\n' && r != '\t', r == 0x7f, r >= 0x80 && r <= 0x9f:
+			return "a raw control character at " + context(out, i)
+		}
+		i += n
+	}
+	return ""
+}
+
+// context is the text around byte i, quoted.
+func context(s string, i int) string {
+	from, to := max(0, i-40), min(len(s), i+40)
+	return strconvQuote(s[from:to])
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestTerminalEscape: a jailed run puts ESC sequences, C1 controls, DEL
+// and bytes that are not UTF-8 into everything jail prints on the user's
+// terminal about it: request paths (denied and allowed, plain and
+// intercepted), SOCKS5 host names and a denied command's argv. The jail's
+// own exit summary, `jail log`, `jail log -f` (following while the run
+// happens) and `jail log --json` must carry none of them raw, and still
+// show them escaped, so the user sees what was attempted.
+func TestTerminalEscape(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		setupNet(t, s, "")
+		cfg := map[string]any{}
+		b, err := os.ReadFile(s.Project + "/jail.json")
+		if err != nil || json.Unmarshal(b, &cfg) != nil {
+			t.Fatalf("reading the network config: %v", err)
+		}
+		cfg["command"] = map[string]any{"deny": []string{"git push"}}
+		writeJailJSON(t, s, cfg)
+		s.WriteFile(s.Project+"/sockshostile.py", socksHostilePy, 0o644)
+
+		follow := exec.Command(jailBin, "log", "-f")
+		follow.Dir = s.Project
+		s.as(follow)
+		var followOut bytes.Buffer
+		follow.Stdout, follow.Stderr = &followOut, &followOut
+		if err := follow.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer follow.Process.Kill()
+
+		r := s.Sh(probeSh + `
+			echo session=$JAIL_SESSION
+			P='-g -x http://127.0.0.1:3128'
+			probe denied $P 'http://evil.test/deny%1b[2J%9b%c2%9b%7f'
+			probe allowed $P 'http://plain.allowed.test/allow%1b[2J%c2%9b%ff%fe'
+			probe allowed-tls $P 'https://api.allowed.test/tls%1b]0;pwned%07'
+			python3 sockshostile.py
+			git push "$(printf 'origin\033[2J\302\233\177\377')" >/dev/null 2>&1
+			echo "##push=$?"`)
+		time.Sleep(800 * time.Millisecond) // -f polls every 200 ms
+		follow.Process.Kill()
+		follow.Wait()
+
+		ps := probes(t, r)
+		if p := getProbe(t, ps, r, "denied"); p.HTTP != "403" {
+			t.Errorf("the request to evil.test was not refused: %s", p)
+		}
+		for _, name := range []string{"allowed", "allowed-tls"} {
+			if p := getProbe(t, ps, r, name); p.HTTP != "200" {
+				t.Errorf("control: the allowed request %s failed: %s", name, p)
+			}
+		}
+		for _, name := range []string{"socks-0", "socks-1", "socks-2"} {
+			wantKV(t, r, name, is("rep=2"), "rep=2 (a name no rule allows)")
+		}
+		wantKV(t, r, "push", func(v string) bool { return v != "0" }, "git push refused")
+
+		// The jail's own lines: its stderr, the command's output silenced.
+		if bad := rawControl(r.Stderr); bad != "" {
+			t.Errorf("the jail's exit summary holds %s:\n%s", bad, r.Stderr)
+		}
+		for _, want := range []string{`evil\x1b[2J.test`, `c1\u009b31m.test`, `bad\xff\x7f.test`, "command denied"} {
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("the exit summary does not show %s escaped:\n%s", want, r.Stderr)
+			}
+		}
+
+		table := s.Jail("log")
+		if table.Code != 0 {
+			t.Fatalf("jail log failed:\n%s", table)
+		}
+		wantShown := []string{`/deny\x1b[2J`, `/allow\x1b[2J\u009b`, `/tls\x1b]0;pwned\x07`, `evil\x1b[2J.test`, `c1\u009b31m.test`, `origin\x1b[2J\u009b\x7f`}
+		for what, out := range map[string]string{"jail log": table.Stdout + table.Stderr, "jail log -f": followOut.String()} {
+			if bad := rawControl(out); bad != "" {
+				t.Errorf("%s prints %s:\n%s", what, bad, out)
+			}
+			for _, want := range wantShown {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s does not show %s escaped:\n%s", what, want, out)
+				}
+			}
+		}
+
+		js := s.Jail("log", "--json")
+		if bad := rawControl(js.Stdout); bad != "" {
+			t.Errorf("jail log --json prints %s:\n%s", bad, js.Stdout)
+		}
+		ds := decisions(t, s, sessionOf(t, r))
+		d, ok := findDecision(ds, "plain.allowed.test", "/allow\x1b[2J\u009b\ufffd\ufffd")
+		if !ok || d.Verdict != "allow" {
+			t.Errorf("--json lost the allowed path (ESC and U+009B kept, the invalid bytes replaced by U+FFFD):\n%s", dumpDecisions(ds))
+		}
+		if d, ok := findDecision(ds, "evil\x1b[2J.test", ""); !ok || d.Verdict != "deny" {
+			t.Errorf("--json has no denial of the SOCKS name with ESC:\n%s", dumpDecisions(ds))
+		}
+		found := false
+		for _, d := range execDenials(ds) {
+			found = found || strings.Contains(d.Path, "origin\x1b[2J\u009b\x7f\ufffd")
+		}
+		if !found {
+			t.Errorf("--json has no exec denial with the argv (ESC kept):\n%s", dumpDecisions(ds))
+		}
+		raw, err := os.ReadFile(decisionLog(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := rawControl(string(raw)); bad != "" {
+			t.Errorf("the decision log file holds %s", bad)
+		}
+	})
+}
