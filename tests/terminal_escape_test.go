@@ -93,7 +93,8 @@ func TestTerminalEscape(t *testing.T) {
 			probe allowed-tls $P 'https://api.allowed.test/tls%1b]0;pwned%07'
 			python3 sockshostile.py
 			git push "$(printf 'origin\033[2J\302\233\177\377')" >/dev/null 2>&1
-			echo "##push=$?"`)
+			echo "##push=$?"
+			mkdir -p "$(printf 'nest\033[2J\302\233')/.git"`)
 		time.Sleep(800 * time.Millisecond) // -f polls every 200 ms
 		follow.Process.Kill()
 		follow.Wait()
@@ -116,7 +117,7 @@ func TestTerminalEscape(t *testing.T) {
 		if bad := rawControl(r.Stderr); bad != "" {
 			t.Errorf("the jail's exit summary holds %s:\n%s", bad, r.Stderr)
 		}
-		for _, want := range []string{`evil\x1b[2J.test`, `c1\u009b31m.test`, `bad\xff\x7f.test`, "command denied"} {
+		for _, want := range []string{`evil\x1b[2J.test`, `c1\u009b31m.test`, `bad\xff\x7f.test`, "command denied", `nest\x1b[2J\u009b/.git`} {
 			if !strings.Contains(r.Stderr, want) {
 				t.Errorf("the exit summary does not show %s escaped:\n%s", want, r.Stderr)
 			}
@@ -163,6 +164,39 @@ func TestTerminalEscape(t *testing.T) {
 		}
 		if bad := rawControl(string(raw)); bad != "" {
 			t.Errorf("the decision log file holds %s", bad)
+		}
+	})
+}
+
+// TestTerminalEscapeWatch: in watch mode the report printed after the run
+// lists what the traced command touched and the requests it made; names
+// carrying ESC sequences and C1 controls (a SOCKS5 host name, a file read)
+// are printed escaped.
+func TestTerminalEscapeWatch(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.WriteFile(s.Project+"/sockshostile.py", socksHostilePy, 0o644)
+		s.WriteFile(s.Project+"/w\x1b[2J\u009b.txt", "read me\n", 0o644)
+		r := s.Jail("--watch", "--", "sh", "-c", `python3 sockshostile.py; cat "$(printf 'w\033[2J\302\233.txt')" >/dev/null; echo done`)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
+			t.Fatalf("the watched run failed:\n%s", r)
+		}
+		if bad := rawControl(r.Stderr); bad != "" {
+			t.Errorf("the watch report holds %s:\n%s", bad, r.Stderr)
+		}
+		if !strings.Contains(r.Stderr, `evil\x1b[2J.test`) {
+			t.Errorf("the exit summary does not show the denied SOCKS name escaped:\n%s", r.Stderr)
+		}
+		if !strings.Contains(r.Stderr, `jail:     tried to reach evil\x1b[2j.test: kept denied`) {
+			t.Errorf("the watch report does not list the denied SOCKS name escaped:\n%s", r.Stderr)
+		}
+		table := s.Jail("log")
+		if bad := rawControl(table.Stdout); bad != "" {
+			t.Errorf("jail log prints %s:\n%s", bad, table.Stdout)
+		}
+		if !strings.Contains(table.Stdout, `w\x1b[2J\u009b.txt`) {
+			t.Errorf("jail log does not show the traced read of the file escaped:\n%s", table.Stdout)
 		}
 	})
 }
