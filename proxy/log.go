@@ -221,8 +221,15 @@ func (l *Log) rotate() {
 	if err != nil || !os.SameFile(fi, l.fi) || fi.Size() < l.max {
 		return // another writer rotated it already
 	}
-	for i := l.keep; i > 1; i-- {
-		os.Rename(rotatedLog(l.path, i-1), rotatedLog(l.path, i)) // a missing one is fine
+	top := 1 // the first free number, or the oldest kept
+	for top < l.keep {
+		if _, err := os.Lstat(rotatedLog(l.path, top)); err != nil {
+			break
+		}
+		top++
+	}
+	for i := top; i > 1; i-- {
+		os.Rename(rotatedLog(l.path, i-1), rotatedLog(l.path, i))
 	}
 	if os.Rename(l.path, rotatedLog(l.path, 1)) != nil {
 		return

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,37 @@ import (
 	"time"
 	"unicode/utf8"
 )
+
+// TestMain runs the test binary as a log writer process when
+// TestLogRotateProcesses starts it so.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("JAIL_TEST_LOG_WRITER"); spec != "" {
+		os.Exit(logWriterProcess(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// logWriterProcess writes N entries of session ID into DIR's log, spec
+// being "DIR ID N MAX": the log rotating every MAX bytes and keeping all.
+func logWriterProcess(spec string) int {
+	f := strings.Fields(spec)
+	n, _ := strconv.Atoi(f[2])
+	maxLogBytes, _ = strconv.ParseInt(f[3], 10, 64)
+	keptLogs = 100000
+	l, err := OpenLog(f[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer l.Close()
+	for i := range n {
+		if err := l.Write(Entry{Session: f[1], Host: "allowed.test", Port: i + 1, Verdict: "allow"}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return 0
+}
 
 func TestLogConcurrent(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
@@ -263,6 +295,48 @@ func TestLogRotateConcurrent(t *testing.T) {
 	}
 	if n != writers*each {
 		t.Fatalf("ReadLog saw %d entries, want %d", n, writers*each)
+	}
+}
+
+// TestLogRotateProcesses: eight processes write 20 000 entries into a
+// log that rotates every 8 KiB; every entry is in exactly one file, each
+// process's in the order written.
+func TestLogRotateProcesses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	const procs, each = 8, 2500
+	var cmds []*exec.Cmd
+	for p := range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("JAIL_TEST_LOG_WRITER=%s p%d %d %d", dir, p, each, 8<<10))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("a writer process failed: %v", err)
+		}
+	}
+	if n := len(logNames(t, dir)); n < 100 {
+		t.Fatalf("the log rotated into only %d files", n)
+	}
+	next := map[string]int{}
+	n := 0
+	err := ReadLog(dir, func(e Entry) bool {
+		n++
+		if next[e.Session]++; e.Port != next[e.Session] {
+			t.Errorf("ReadLog gave %s's entry %d after %d", e.Session, e.Port, next[e.Session]-1)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != procs*each {
+		t.Fatalf("ReadLog saw %d entries across the files, want %d", n, procs*each)
 	}
 }
 
