@@ -11,12 +11,12 @@ import (
 // or a project chose it (a URL path, a SOCKS host name, an argv, a file
 // name): every character a terminal would act on is written as an escape,
 // so that s cannot move the cursor, clear the screen, set the window
-// title, break the line or reorder the text around it. That is the C0
-// controls (tab and newline included) as \x1b, DEL as \x7f, the C1
-// controls (U+009B is the one-byte CSI) and every other non-printable
-// character such as U+2028 or U+202E as \u009b, and each byte that is not
-// UTF-8 as \xff. Printable text, spaces and backslashes are left as they
-// are.
+// title, break the line or reorder the text around it. The C0 controls
+// (tab and newline included) and DEL become \xNN (ESC is \x1b); the C1
+// controls (U+009B is the one-byte CSI) and every other character
+// strconv.IsPrint rejects, such as U+2028 or U+202E, become \uNNNN; a
+// byte that is not UTF-8 becomes \xNN. Printable text, spaces and
+// backslashes are left as they are.
 func Escaped(s string) string {
 	i := 0
 	for i < len(s) && s[i] >= 0x20 && s[i] < 0x7f {

@@ -245,10 +245,11 @@ func rotatedLog(path string, n int) string { return path + "." + strconv.Itoa(n)
 // EntryJSON is e as the decision log stores it and `jail log --json`
 // prints it: JSON whose every string is valid UTF-8 (encoding/json
 // replaces invalid bytes with U+FFFD) and holds no raw control character.
-// encoding/json escapes the C0 controls but writes DEL, the C1 controls
-// (U+0080–U+009F, of which U+009B introduces a terminal command as ESC [
-// does) and the other Unicode format characters as they are, so those are
-// escaped here: the log is printed and tailed on terminals.
+// encoding/json escapes the C0 controls, U+2028 and U+2029 but writes
+// DEL, the C1 controls (U+0080–U+009F, of which U+009B introduces a
+// terminal command as ESC [ does) and other non-printable characters such
+// as U+202E as they are, so those are escaped here: the log is printed and
+// tailed on terminals.
 func EntryJSON(e Entry) ([]byte, error) {
 	b, err := json.Marshal(e)
 	if err != nil {
