@@ -200,3 +200,53 @@ func TestTerminalEscapeWatch(t *testing.T) {
 		}
 	})
 }
+
+// TestTerminalEscapeTrust: a cloned project's jail.json names domains and
+// values carrying C1 controls (U+009B is a one-byte CSI, which the
+// config's domain check lets through), U+202E (which reorders what
+// follows it) and ESC. The refusal line of an untrusted run, `jail trust`
+// listing what it trusted and `jail plan` show them escaped, never raw.
+func TestTerminalEscapeTrust(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.NoAutoTrust = true
+		writeJailJSON(t, s, map[string]any{
+			"network": map[string]any{
+				"allow": []string{"evil\u009b2J.test", "rtl\u202etxt.test"},
+				"hosts": map[string]string{"c1\u009bhost.test": "127.0.0.1:9"},
+			},
+			"env": map[string]any{"set": map[string]string{"TOOL_MODE": "v\x1b[2J\u009b"}},
+		})
+		refused := s.Jail("--", "true")
+		if refused.Code != 125 {
+			t.Fatalf("an untrusted widening jail.json ran (want exit 125):\n%s", refused)
+		}
+		trusted := s.Jail("trust")
+		if trusted.Code != 0 {
+			t.Fatalf("jail trust failed:\n%s", trusted)
+		}
+		plan := s.Jail("plan", "--", "true")
+		if plan.Code != 0 {
+			t.Fatalf("jail plan failed:\n%s", plan)
+		}
+		for what, out := range map[string]string{"the refusal": refused.Stderr, "jail trust": trusted.Stdout + trusted.Stderr, "jail plan": plan.Stdout + plan.Stderr} {
+			if bad := rawControl(out); bad != "" {
+				t.Errorf("%s prints %s:\n%s", what, bad, out)
+			}
+			if strings.ContainsRune(out, '\u202e') {
+				t.Errorf("%s prints U+202E raw:\n%s", what, out)
+			}
+			if !strings.Contains(out, `evil\u009b2J.test`) {
+				t.Errorf("%s does not show the domain with U+009B escaped:\n%s", what, out)
+			}
+		}
+		for what, out := range map[string]string{"the refusal": refused.Stderr, "jail trust": trusted.Stdout} {
+			for _, want := range []string{`rtl\u202etxt.test`, `c1\u009bhost.test`} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s does not show %s:\n%s", what, want, out)
+				}
+			}
+		}
+	})
+}

@@ -140,22 +140,22 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	}
 	if untrusted != nil {
 		if planOnly {
-			fmt.Fprintf(stdout, "untrusted   %s widens the jail: %s (run jail trust to accept)\n", untrusted.path, strings.Join(untrusted.widening, "; "))
+			fmt.Fprintf(stdout, "untrusted   %s widens the jail: %s (run jail trust to accept)\n", untrusted.path, jail.Escaped(strings.Join(untrusted.widening, "; ")))
 		} else if !askTrust(untrusted, stderr) {
 			fmt.Fprintf(stderr, "jail: %s widens the jail (%s); review it, then run `jail trust %s` to accept it\n",
-				untrusted.path, strings.Join(untrusted.widening, "; "), jail.Shown(untrusted.dir))
+				untrusted.path, jail.Escaped(strings.Join(untrusted.widening, "; ")), jail.Shown(untrusted.dir))
 			return 125
 		}
 	}
 	if planOnly {
-		fmt.Fprint(stdout, plan)
+		fmt.Fprint(stdout, escapedLines(plan.String()))
 		return 0
 	}
 	if opts.Debug {
-		fmt.Fprint(stderr, plan)
+		fmt.Fprint(stderr, escapedLines(plan.String()))
 	}
 	for _, w := range plan.Warnings {
-		fmt.Fprintf(stderr, "jail: warning: %s\n", w)
+		fmt.Fprintf(stderr, "jail: warning: %s\n", jail.Escaped(w))
 	}
 	for _, g := range plan.GaveUp {
 		fmt.Fprintf(stderr, "jail: --best-effort: running without %s\n", g)
@@ -207,7 +207,7 @@ func askTrust(u *untrustedConfig, stderr io.Writer) bool {
 	}
 	fmt.Fprintf(stderr, "jail: %s widens the jail beyond your config and profiles:\n", u.path)
 	for _, w := range u.widening {
-		fmt.Fprintf(stderr, "  %s\n", w)
+		fmt.Fprintf(stderr, "  %s\n", jail.Escaped(w)) // what a project chose
 	}
 	fmt.Fprint(stderr, "Trust this file as it is now? [y/N] ")
 	var answer string

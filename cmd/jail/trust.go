@@ -76,6 +76,6 @@ func showTrusted(w io.Writer, path string, widening []string) {
 	}
 	fmt.Fprintf(w, "trusted %s as it is now; it widens the jail with:\n", jail.Shown(path))
 	for _, x := range widening {
-		fmt.Fprintf(w, "  %s\n", x)
+		fmt.Fprintf(w, "  %s\n", jail.Escaped(x)) // what a project chose
 	}
 }
