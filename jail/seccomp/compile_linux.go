@@ -8,38 +8,54 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"sync"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
+
+	"github.com/jailsh/jail/internal/sysnum"
 )
 
 // Compile turns rules into a seccomp BPF program for the native
 // architecture (amd64 or arm64). The program's default action is ALLOW, each
 // rule returns SECCOMP_RET_ERRNO with its errno, and any system call made
 // through a foreign ABI returns ENOSYS (BadArchErrno): another AUDIT_ARCH
-// (e.g. ia32 via int 0x80 on x86_64) and, on x86_64, the x32 ABI
-// (nr & 0x40000000). Compile does not touch the calling process: the
-// program is only exported, see Load to install it.
+// (e.g. ia32 via int 0x80 on x86_64, AArch32 on arm64) and, on x86_64, the
+// x32 ABI (nr & 0x40000000). Compile does not touch the calling process:
+// the program is only exported, see Load to install it.
 func Compile(rules []Rule) ([]SockFilter, error) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+	return compileFor(runtime.GOARCH, rules)
+}
+
+// targets are the architectures a program can be made for, from any
+// machine: libseccomp knows every architecture's system call numbers.
+var targets = map[string]libseccomp.ScmpArch{
+	"amd64": libseccomp.ArchAMD64,
+	"arm64": libseccomp.ArchARM64,
+}
+
+// compileFor is Compile for architecture goarch, which need not be the one
+// running: the embedded programs of all architectures are generated on one
+// machine.
+func compileFor(goarch string, rules []Rule) ([]SockFilter, error) {
+	arch, ok := targets[goarch]
+	if !ok {
 		// The rules assume clone's flags are argument 0, among others.
-		return nil, fmt.Errorf("compiling seccomp filter: architecture %s is not supported", runtime.GOARCH)
+		return nil, fmt.Errorf("compiling seccomp filter: architecture %s is not supported", goarch)
 	}
-	prog, err := compile(rules)
+	prog, err := compile(goarch, arch, rules)
 	if err != nil {
 		return nil, fmt.Errorf("compiling seccomp filter: %w", err)
 	}
 	return prog, nil
 }
 
-func compile(rules []Rule) ([]SockFilter, error) {
-	badArch, err := errnoAction(BadArchErrno)
+func compile(goarch string, arch libseccomp.ScmpArch, rules []Rule) ([]SockFilter, error) {
+	errnos := sysnum.Errnos(goarch)
+	badArch, err := errnoAction(errnos, BadArchErrno)
 	if err != nil {
 		return nil, err
 	}
-	// NewFilter only registers the native architecture.
-	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+	f, err := newFilter(arch)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +69,7 @@ func compile(rules []Rule) ([]SockFilter, error) {
 		return nil, fmt.Errorf("clearing no_new_privs attribute: %w", err)
 	}
 	for _, r := range rules {
-		if err := addRule(f, r); err != nil {
+		if err := addRule(f, errnos, r); err != nil {
 			return nil, err
 		}
 	}
@@ -65,8 +81,8 @@ func compile(rules []Rule) ([]SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if runtime.GOARCH == "amd64" {
-		prog, err = guardX32(prog)
+	if goarch == "amd64" {
+		prog, err = guardX32(prog, errnos)
 		if err != nil {
 			return nil, err
 		}
@@ -74,12 +90,39 @@ func compile(rules []Rule) ([]SockFilter, error) {
 	return prog, nil
 }
 
-func addRule(f *libseccomp.ScmpFilter, r Rule) error {
+// newFilter returns an empty filter with arch as its only architecture.
+// libseccomp starts a filter with the native one; rules name system calls
+// by their native numbers, which it translates by name to arch's.
+func newFilter(arch libseccomp.ScmpArch) (*libseccomp.ScmpFilter, error) {
+	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+	if err != nil {
+		return nil, err
+	}
+	native, err := libseccomp.GetNativeArch()
+	if err != nil {
+		f.Release()
+		return nil, fmt.Errorf("native architecture: %w", err)
+	}
+	if native == arch {
+		return f, nil
+	}
+	if err := f.AddArch(arch); err != nil {
+		f.Release()
+		return nil, fmt.Errorf("adding architecture %s: %w", arch, err)
+	}
+	if err := f.RemoveArch(native); err != nil {
+		f.Release()
+		return nil, fmt.Errorf("removing architecture %s: %w", native, err)
+	}
+	return f, nil
+}
+
+func addRule(f *libseccomp.ScmpFilter, errnos map[string]uint32, r Rule) error {
 	lowered, err := lower(r)
 	if err != nil {
 		return err
 	}
-	act, err := errnoAction(r.Errno)
+	act, err := errnoAction(errnos, r.Errno)
 	if err != nil {
 		return fmt.Errorf("seccomp rule %q: %w", r, err)
 	}
@@ -88,10 +131,12 @@ func addRule(f *libseccomp.ScmpFilter, r Rule) error {
 		// libseccomp does not know this name at all (for instance a
 		// system call newer than the installed libseccomp): there is no
 		// number to filter on, and the rules are a deny-list, so skip it.
-		// A name libseccomp knows but that does not exist on this
-		// architecture resolves to a negative pseudo number, which
-		// AddRuleConditional below accepts and ignores. Any other error
-		// fails. The tests check that every default rule resolves on amd64.
+		// A name libseccomp knows but that does not exist on this machine
+		// resolves to a negative pseudo number, which AddRuleConditional
+		// below translates by name to the filter's architecture, or
+		// ignores where that has no such call either. Any other error
+		// fails. The tests check that every default rule resolves on each
+		// architecture that has the call, and is in that one's program.
 		return nil
 	}
 	if err != nil {
@@ -134,21 +179,10 @@ func condition(c Cond) (libseccomp.ScmpCondition, error) {
 	return libseccomp.ScmpCondition{}, fmt.Errorf("unknown operator %q", c.Op)
 }
 
-// errnos maps errno names to numbers for this architecture.
-var errnos = sync.OnceValue(func() map[string]unix.Errno {
-	m := map[string]unix.Errno{}
-	for e := unix.Errno(1); e < 4096; e++ {
-		if n := unix.ErrnoName(e); n != "" {
-			if _, dup := m[n]; !dup {
-				m[n] = e
-			}
-		}
-	}
-	return m
-})
-
-func errnoAction(name Errno) (libseccomp.ScmpAction, error) {
-	e, ok := errnos()[string(name)]
+// errnoAction returns the action failing with errno name, numbered as in
+// errnos (the target architecture's).
+func errnoAction(errnos map[string]uint32, name Errno) (libseccomp.ScmpAction, error) {
+	e, ok := errnos[string(name)]
 	if !ok {
 		return 0, fmt.Errorf("unknown errno %q", name)
 	}

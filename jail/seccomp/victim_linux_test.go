@@ -23,8 +23,11 @@ import (
 const roleEnv = "JAIL_SECCOMP_TEST_ROLE"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "victim" {
+	switch os.Getenv(roleEnv) {
+	case "victim":
 		os.Exit(victim())
+	case "thread":
+		os.Exit(threadVictim())
 	}
 	os.Exit(m.Run())
 }
