@@ -15,12 +15,12 @@ all: build
 
 build: deps $(BIN) $(INIT)
 
-$(BIN): $(shell find cmd jail proxy bpf profiles -name '*.go' -o -name '*.json' -o -name '*.o' 2>/dev/null) go.mod go.sum
+$(BIN): $(shell find cmd jail proxy bpf profiles internal -name '*.go' -o -name '*.json' -o -name '*.o' -o -name '*.bpf' 2>/dev/null) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/jail
 
 # jail's init inside the jail, without the planner and the proxy: it starts
 # faster than the jail binary re-executing itself.
-$(INIT): $(shell find cmd/jail-init jail/inside jail/seccomp -name '*.go' 2>/dev/null) go.mod go.sum
+$(INIT): $(shell find cmd/jail-init jail/inside jail/seccomp internal -name '*.go' -o -name '*.bpf' 2>/dev/null) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(INIT) ./cmd/jail-init
 
 deps:
