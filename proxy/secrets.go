@@ -539,6 +539,15 @@ func (in *injection) request(req *http.Request) bool {
 		return false
 	}
 	u := req.URL
+	// The URL is checked as sent, then unescaped: a value URL-escaped
+	// over another spelling ("\/" in a path written %5C/) is found too.
+	query, path := place{kind: inQuery}, place{kind: inPath}
+	if !in.noValue(u.RawQuery, query) || !in.noValue(u.EscapedPath(), path) || !in.noValue(u.Path, path) {
+		return false
+	}
+	if q, err := url.QueryUnescape(u.RawQuery); err == nil && !in.noValue(q, query) {
+		return false
+	}
 	var ok bool
 	if u.RawQuery, ok = in.query(u.RawQuery); !ok {
 		return false
@@ -558,15 +567,12 @@ func (in *injection) request(req *http.Request) bool {
 }
 
 // query rewrites a URL's raw query parameter by parameter, so that a
-// binding can name the parameter its value goes in. The whole query is
-// checked for real values first: a value with '&' in it spans
+// binding can name the parameter its value goes in. request has checked
+// the whole query for real values first: a value with '&' in it spans
 // parameters.
 func (in *injection) query(raw string) (string, bool) {
 	if i, _ := in.ss.req.findString(raw); i < 0 {
 		return raw, true
-	}
-	if !in.noValue(raw, place{kind: inQuery}) {
-		return raw, false
 	}
 	parts := strings.Split(raw, "&")
 	for i, part := range parts {

@@ -41,6 +41,7 @@ func spellings(value, ph string) []spelling {
 	add("raw", []byte(value), p)
 	add("JSON-escaped", jsonEscape(value, true), p)
 	add("JSON-escaped", jsonEscape(value, false), p)
+	add("JSON-escaped", bytes.ReplaceAll(jsonEscape(value, false), []byte("/"), []byte(`\/`)), p) // "\/", as some encoders write it
 	for _, esc := range []string{url.QueryEscape(value), url.PathEscape(value)} {
 		add("URL-escaped", []byte(esc), p)
 		add("URL-escaped", lowerHexEscapes(esc), p)
