@@ -1019,7 +1019,9 @@ func TestSecretRealValueRefused(t *testing.T) {
 				}
 				want := "exfiltration attempt: real value of API_KEY (" + label + ") in the "
 				p, _ := url.PathUnescape(path)
-				e := f.e.entry(t, func(x Entry) bool { return strings.HasPrefix(x.Path, "/v/"+strings.ReplaceAll(name, " ", "-")+"/"+where) && x.Host == host })
+				e := f.e.entry(t, func(x Entry) bool {
+					return strings.HasPrefix(x.Path, "/v/"+strings.ReplaceAll(name, " ", "-")+"/"+where) && x.Host == host
+				})
 				if e.Verdict != "deny" || !strings.HasPrefix(e.Reason, want) || !strings.HasSuffix(e.Reason, " to "+host) {
 					t.Errorf("%s %s %s (%s): log entry %+v, want %q", name, host, where, p, e, want)
 				}
