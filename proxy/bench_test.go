@@ -165,7 +165,9 @@ func BenchmarkInject(b *testing.B) {
 		b.Fatalf("the upstream got x-api-key %q", got)
 	}
 	up.mu.Unlock()
-	b.Run("headers", func(b *testing.B) { compareInject(b, func(c *http.Client) time.Duration { return fetch(c, "") }, plain, inj) })
+	b.Run("headers", func(b *testing.B) {
+		compareInject(b, func(c *http.Client) time.Duration { return fetch(c, "") }, plain, inj)
+	})
 	for _, kib := range []int{2, 8, 20} {
 		body := promptBody(kib<<10, tokPh)
 		b.Run("headers+json-body-"+strconv.Itoa(kib)+"KiB", func(b *testing.B) {
