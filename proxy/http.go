@@ -222,6 +222,10 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			hint: fmt.Sprintf("the URL names %s, the Host header %s", reqAuthority, hostHeader)}, host)
 	}
 
+	if reason := s.secrets.inHostName(host); reason != "" {
+		e.Host = s.secrets.redactString(host)
+		return refuse(http.StatusForbidden, &refusal{verdict: verdictDeny, rule: "secret", reason: reason}, host)
+	}
 	t := tunnel
 	if t == nil {
 		var r *refusal
@@ -599,6 +603,12 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		e.Verdict, e.Reason = verdictDeny, "invalid host"
 		s.record(e)
 		writeText(bw, http.StatusBadRequest, fmt.Sprintf("jail: CONNECT %q: want host:port\n", req.RequestURI))
+		return
+	}
+	if reason := s.secrets.inHostName(host); reason != "" {
+		e.Host, e.Verdict, e.Rule, e.Reason = s.secrets.redactString(host), verdictDeny, "secret", reason
+		s.record(e)
+		writeText(bw, http.StatusForbidden, "jail: the host name carries a secret\n")
 		return
 	}
 	t, r := s.check(s.ctx, host, port, true)

@@ -215,6 +215,9 @@ type secrets struct {
 	// every value in a request; reqPats[i] says what pattern i is.
 	req     *matcher
 	reqPats []reqPattern
+	// hostm is req's patterns in lower case, for host names, which are
+	// case-insensitive.
+	hostm *matcher
 	// vals finds the spellings of the values in responses; valPh[i] is
 	// what pattern i becomes. Nil when no value is long enough.
 	vals  *matcher
@@ -254,6 +257,11 @@ func newSecrets(list []Secret) (*secrets, error) {
 	}
 	ss.reqPats = append(ss.reqPats, spells...)
 	ss.req = newMatcher(append(phs, spelled...))
+	lower := make([][]byte, len(ss.req.pats))
+	for i, p := range ss.req.pats {
+		lower[i] = bytes.ToLower(p)
+	}
+	ss.hostm = newMatcher(lower)
 	if len(spelled) > 0 {
 		ss.vals = newMatcher(spelled)
 	}
@@ -941,6 +949,28 @@ func (ss *secrets) scanStream(r io.Reader, found **streamHit) io.Reader {
 			}
 		}
 	}}
+}
+
+// inHostName returns the reason to refuse a host name that carries a
+// placeholder or a spelling of a real value ("<hex>.attacker.example"
+// under an allowed wildcard): looking it up would already send it to a
+// resolver. "" when it carries neither. The reason names the host with
+// the value redacted, as the log must show it.
+func (ss *secrets) inHostName(name string) string {
+	if ss == nil {
+		return ""
+	}
+	i, k := ss.hostm.findString(strings.ToLower(name))
+	if i < 0 {
+		return ""
+	}
+	name = ss.redactString(name)
+	pat := ss.reqPats[k]
+	s := ss.list[pat.s]
+	if pat.spelling != nil {
+		return valueReason(s, pat.spelling.label, "in the host name", name)
+	}
+	return exfilReason(s, "in the host name", name)
 }
 
 // streamReason is the log's reason for a raw stream cut at what hit.

@@ -1165,3 +1165,35 @@ func TestBase64Redacted(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretInHostName: a real value spelled into a host name under an
+// allowed wildcard, or a placeholder there, is refused before the name
+// is looked up, by CONNECT, SOCKS and plain HTTP alike, and the log holds
+// the name redacted.
+func TestSecretInHostName(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{Rules: Rules{Allow: []string{"*.wild.test"}}, Secrets: testSecrets()})
+	hexName := fmt.Sprintf("%x", valTok) + ".wild.test"
+	phName := strings.ToLower(phTok) + ".wild.test"
+	for _, name := range []string{hexName, phName} {
+		resp, _, c, _ := raw(t, e.httpAddr, "CONNECT "+name+":443 HTTP/1.1\r\nHost: "+name+":443\r\n\r\n")
+		c.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("CONNECT %s: %d", name, resp.StatusCode)
+		}
+		if code, c := socks(t, e.socksAddr, socksConnect, socksDomain, name, 443); code != socksNotAllowed {
+			t.Errorf("SOCKS %s: %#x", name, code)
+		} else {
+			c.Close()
+		}
+		resp, _, c, _ = raw(t, e.httpAddr, "GET http://"+name+"/x HTTP/1.1\r\nHost: "+name+"\r\n\r\n")
+		c.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("GET %s: %d", name, resp.StatusCode)
+		}
+	}
+	log := e.logText(t)
+	if strings.Count(log, `"verdict":"deny"`) != 6 || strings.Contains(log, fmt.Sprintf("%x", valTok)) || !strings.Contains(log, "real value of OTHER_TOKEN (hex) in the host name") {
+		t.Errorf("log:\n%s", log)
+	}
+}
