@@ -14,6 +14,7 @@ type matcher struct {
 	shift  []uint8            // by the two-byte block ending a window
 	bucket map[uint16][]int32 // patterns whose first window ends with the block
 	maxLen int
+	first  [256]bool // the bytes a pattern starts with
 }
 
 const maxWindow = 64
@@ -28,6 +29,7 @@ func newMatcher(pats [][]byte) *matcher {
 		m.shift[i] = uint8(m.win - 1)
 	}
 	for k, p := range pats {
+		m.first[p[0]] = true
 		for j := 1; j < m.win; j++ {
 			blk := block(p[j-1], p[j])
 			m.shift[blk] = min(m.shift[blk], uint8(m.win-1-j))
@@ -77,6 +79,9 @@ func findIn[T string | []byte](m *matcher, b T) (int, int) {
 func (m *matcher) partial(b []byte) int {
 	for n := min(len(b), m.maxLen-1); n > 0; n-- {
 		s := b[len(b)-n:]
+		if !m.first[s[0]] {
+			continue
+		}
 		for _, p := range m.pats {
 			if len(p) > n && p[0] == s[0] && bytes.HasPrefix(p, s) {
 				return n

@@ -655,6 +655,8 @@ func bodyEscaping(contentType string) (escaping, bool) {
 //     Content-Length is fixed;
 //   - a larger chunked textual body is streamed, rewritten on the way (a
 //     sliding window finds what is split across reads);
+//   - a gzip-encoded body up to maxSecretBody is read whole and checked
+//     as it inflates, then sent as it came;
 //   - any other body (binary, compressed, or textual with a
 //     Content-Length above maxSecretBody) is streamed unchanged, bound
 //     placeholders kept, and a real value or a placeholder to a host its
@@ -672,6 +674,20 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 		esc, textual = bodyEscaping(out.Header.Get("Content-Type"))
 	}
 	var head []byte
+	if gzipped(ce) && out.ContentLength <= maxSecretBody {
+		b, err := readUpTo(body, out.ContentLength, maxSecretBody)
+		if err != nil {
+			return false, err
+		}
+		if len(b) <= maxSecretBody {
+			if !in.inflatedClean(b) {
+				return false, nil
+			}
+			out.Body = &readCloser{Reader: bytes.NewReader(b), c: body}
+			return true, nil
+		}
+		head = b
+	}
 	if textual && out.ContentLength <= maxSecretBody {
 		b, err := readUpTo(body, out.ContentLength, maxSecretBody)
 		if err != nil {
@@ -695,6 +711,26 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 	}
 	out.Body = &readCloser{Reader: newReplacingReader(src, in.rewriter(place{kind: inBody}, esc, md)), c: body}
 	return true, nil
+}
+
+func gzipped(ce string) bool {
+	ce = strings.ToLower(strings.TrimSpace(ce))
+	return ce == "gzip" || ce == "x-gzip"
+}
+
+// inflatedClean checks what a gzip-encoded body read whole inflates to,
+// which is sent on compressed as it came: a real value or an unbound
+// placeholder compressed out of sight is refused like one in plain
+// text. It is streamed, never held inflated, so a small body that
+// inflates hugely costs time, not memory; what follows a gzip error is
+// what the upstream cannot inflate either.
+func (in *injection) inflatedClean(b []byte) bool {
+	gz, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return true
+	}
+	io.Copy(io.Discard, newReplacingReader(gz, in.rewriter(place{kind: inBody}, escRaw, modeKeep)))
+	return in.refused() == nil
 }
 
 // whole rewrites a body read whole.

@@ -1197,3 +1197,43 @@ func TestSecretInHostName(t *testing.T) {
 		t.Errorf("log:\n%s", log)
 	}
 }
+
+// TestSecretInGzipBody: a real value or an unbound placeholder in a
+// gzip-encoded request body is found as it inflates and refused; a clean
+// one is sent on as it came.
+func TestSecretInGzipBody(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, nil)
+	zip := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.Bytes()
+	}
+	for _, tt := range []struct {
+		host, path, body string
+		status           int
+	}{
+		{"api.test", "/gz-value", `{"d":"` + base64.StdEncoding.EncodeToString([]byte(valKey)) + `"}`, 403},
+		{"evil.test", "/gz-value", `{"d":"` + valTok + `"}`, 403},
+		{"evil.test", "/gz-ph", `{"d":"` + phKey + `"}`, 403},
+		{"evil.test", "/gz-clean", strings.Repeat(`{"d":"nothing to see"}`, 100), 200},
+	} {
+		z := zip(tt.body)
+		req, _ := http.NewRequest("POST", "https://"+tt.host+tt.path, bytes.NewReader(z))
+		req.Header.Set("Content-Encoding", "gzip")
+		req.Header.Set("Content-Type", "application/json")
+		if resp, b := do(t, f.c, req); resp.StatusCode != tt.status {
+			t.Errorf("%s%s: %d %q, want %d", tt.host, tt.path, resp.StatusCode, b, tt.status)
+		}
+	}
+	f.evil.mu.Lock()
+	defer f.evil.mu.Unlock()
+	if f.evil.hits.Load() != 1 || f.evil.last.URL.Path != "/gz-clean" || f.evil.body != string(zip(strings.Repeat(`{"d":"nothing to see"}`, 100))) {
+		t.Errorf("evil.test received %d requests, the last %s", f.evil.hits.Load(), f.evil.last.URL)
+	}
+	if f.api.hits.Load() != 0 {
+		t.Errorf("api.test received %d requests", f.api.hits.Load())
+	}
+}
