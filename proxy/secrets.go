@@ -911,9 +911,8 @@ func (rr *replacingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// scanner finds placeholders and real values in a stream without
-// holding anything back (a raw tunnel's protocol may wait for a reply to every
-// byte): it keeps the end of the previous read that could start one.
+// scanner finds placeholders and real values in a stream across reads:
+// it keeps the end of the previous read that could start one.
 type scanner struct {
 	m    *matcher
 	tail []byte
@@ -940,22 +939,62 @@ func (s *scanner) scan(b []byte) int {
 	return -1
 }
 
-// scanningReader cuts a raw stream at the first placeholder or value.
+// minHeld is the shortest start of a pattern that a raw stream holds
+// back until the next bytes say whether they complete it. A shorter one
+// passes at once, so that a protocol that waits for a reply to every
+// byte is not stalled by a byte that happens to start a pattern; it is
+// also the most of a value's spelling that can leave before the stream
+// is cut (three bytes, which reveal nothing of a value long enough to be
+// searched for).
+const minHeld = 4
+
+// scanningReader cuts a raw stream at the first placeholder or value. It
+// holds back the end of what it read while that end is the start of a
+// pattern at least minHeld long.
 type scanningReader struct {
 	r     io.Reader
 	s     scanner
 	found func(k int)
+	buf   []byte
+	held  []byte // scanned, not yet passed on
+	out   []byte // ready to pass on
+	err   error
 }
 
 func (r *scanningReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if n > 0 {
-		if k := r.s.scan(p[:n]); k >= 0 {
+	for len(r.out) == 0 {
+		if r.err != nil {
+			if len(r.held) > 0 && r.err != errSecretExfil {
+				// The stream ended: what was held completes nothing.
+				r.out, r.held = r.held, nil
+				break
+			}
+			return 0, r.err
+		}
+		if r.buf == nil {
+			r.buf = make([]byte, 32<<10)
+		}
+		n, err := r.r.Read(r.buf)
+		r.err = err
+		if n == 0 {
+			continue
+		}
+		if k := r.s.scan(r.buf[:n]); k >= 0 {
 			r.found(k)
+			r.err, r.held = errSecretExfil, nil
 			return 0, errSecretExfil
 		}
+		data := append(r.held, r.buf[:n]...)
+		h := r.s.m.partial(data)
+		if h < minHeld {
+			h = 0
+		}
+		r.out = append(r.out[:0], data[:len(data)-h]...)
+		r.held = append([]byte(nil), data[len(data)-h:]...)
 	}
-	return n, err
+	n := copy(p, r.out)
+	r.out = r.out[n:]
+	return n, nil
 }
 
 // streamHit is what cut a raw stream: secret s's placeholder, or its
