@@ -829,6 +829,7 @@ func locationSecrets() []Secret {
 		{Name: "GEMINI_API_KEY", Placeholder: phGem, Value: valGem, Hosts: []string{"api.test"}, Inject: []string{"header:x-goog-api-key", "query:key"}},
 		{Name: "GITHUB_TOKEN", Placeholder: phGh, Value: valGh, Hosts: []string{"api.test"}, Inject: []string{"header:Authorization"}},
 		{Name: "PLAIN_TOKEN", Placeholder: "jail-secret-PLAIN_TOKEN-q7r8s9", Value: "plain-real-value-0042", Hosts: []string{"api.test"}},
+		{Name: "AWS_ACCESS_KEY_ID", Placeholder: "AKIAJAILQRSTUVWXYZ23", Value: "AKIAREALREALREAL2345", Hosts: []string{"api.test"}, Inject: []string{"header:X-Amz-Key"}},
 	}
 }
 
@@ -854,6 +855,8 @@ func TestSecretLocations(t *testing.T) {
 	}{
 		{name: "provider headers", path: "/h1", header: map[string]string{"X-Api-Key": phAnt, "X-Goog-Api-Key": phGem, "Authorization": "token " + phGh},
 			seen: []string{"X-Api-Key: " + valAnt, "X-Goog-Api-Key: " + valGem, "Authorization: token " + valGh}},
+		{name: "shaped, no common prefix", path: "/h5", header: map[string]string{"X-Amz-Key": "AKIAJAILQRSTUVWXYZ23", "X-Echo": "AKIAJAILQRSTUVWXYZ23"},
+			seen: []string{"X-Amz-Key: AKIAREALREALREAL2345", "X-Echo: AKIAJAILQRSTUVWXYZ23"}, kept: []string{"AWS_ACCESS_KEY_ID in the header X-Echo"}},
 		{name: "bearer", path: "/h2", header: map[string]string{"Authorization": "Bearer " + phAnt}, seen: []string{"Authorization: Bearer " + valAnt}},
 		{name: "basic", path: "/h3", basic: phGh, seen: []string{"Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("git:"+valGh))}},
 		{name: "another header", path: "/h4", header: map[string]string{"X-Other": phAnt, "X-Plain": "jail-secret-PLAIN_TOKEN-q7r8s9"},
