@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/jailsh/jail/jail/jsonc"
+	"github.com/jailsh/jail/proxy"
 )
 
 // Config is one layer of policy as written in a jail.json, the user's
@@ -68,10 +69,22 @@ type NetworkConfig struct {
 // SecretsConfig binds secret environment variables to hosts and names files
 // whose secret values are masked.
 type SecretsConfig struct {
-	Env map[string][]string `json:"env,omitempty" noun:"hosts" mapnoun:"lists of hosts"`
+	Env map[string]SecretEnv `json:"env,omitempty" noun:"a list of hosts or {\"hosts\": [...], \"inject\": [...]}" mapnoun:"lists of hosts or {\"hosts\": [...], \"inject\": [...]}"`
 	// Files is nil when the key is absent; a written [] decodes to an
 	// empty non-nil list, so that trust can tell the two apart.
 	Files []string `json:"files,omitempty" noun:"paths"`
+}
+
+// SecretEnv is one secrets.env binding, written as a list of hosts or as
+// {"hosts": [...], "inject": [...]}.
+type SecretEnv struct {
+	// Hosts are where the real value may be sent.
+	Hosts []string `json:"hosts,omitempty" noun:"hosts"`
+	// Inject is where in a request to Hosts it may go: "header",
+	// "header:NAME", "query", "query:KEY", "path", "body". Empty: the
+	// provider's usual fields for a well-known credential, request header
+	// fields for any other.
+	Inject []string `json:"inject,omitempty" noun:"injection locations"`
 }
 
 // CommandConfig lists command prefixes such as "git push".
@@ -180,6 +193,13 @@ func (d *decoder) decode(n *jsonc.Node, v reflect.Value, name, noun string) erro
 	}
 	switch v.Kind() {
 	case reflect.Struct:
+		if se, ok := v.Addr().Interface().(*SecretEnv); ok && n.Kind != jsonc.Object {
+			// The short form: a list of hosts.
+			if n.Kind != jsonc.Array {
+				return d.errAt(n.Start, "%s must be %s, got %s", what, noun, n.Kind)
+			}
+			return d.decode(n, reflect.ValueOf(&se.Hosts).Elem(), name, "hosts")
+		}
 		if n.Kind != jsonc.Object {
 			return d.errAt(n.Start, "%s must be an object, got %s", what, n.Kind)
 		}
@@ -346,13 +366,8 @@ func (d *decoder) validate(root *jsonc.Node, c *Config) error {
 		}
 	}
 	for _, m := range members("secrets", "env") {
-		if !validEnvName(m.Key) {
-			return d.errAt(m.KeyOff, "%q is not a variable name", m.Key)
-		}
-		for _, it := range m.Value.Items {
-			if err := checkDomain(it.Str); err != nil {
-				return d.errAt(it.Start, "%v", err)
-			}
+		if err := d.validateSecretEnv(m); err != nil {
+			return err
 		}
 	}
 	for _, it := range items("env", "pass") {
@@ -366,6 +381,34 @@ func (d *decoder) validate(root *jsonc.Node, c *Config) error {
 		}
 		if strings.ContainsRune(m.Value.Str, 0) {
 			return d.errAt(m.Value.Start, "the value of %q has a NUL byte", m.Key)
+		}
+	}
+	return nil
+}
+
+// validateSecretEnv checks one secrets.env binding: a variable name, host
+// names, and places in a request the proxy knows.
+func (d *decoder) validateSecretEnv(m jsonc.Member) error {
+	if !validEnvName(m.Key) {
+		return d.errAt(m.KeyOff, "%q is not a variable name", m.Key)
+	}
+	hosts := m.Value
+	if m.Value.Kind == jsonc.Object {
+		hosts = find(m.Value, "hosts")
+		if inject := find(m.Value, "inject"); inject != nil {
+			for _, it := range inject.Items {
+				if err := proxy.CheckLocation(it.Str); err != nil {
+					return d.errAt(it.Start, "secrets.env %s: %v", m.Key, err)
+				}
+			}
+		}
+	}
+	if hosts == nil {
+		return nil
+	}
+	for _, it := range hosts.Items {
+		if err := checkDomain(it.Str); err != nil {
+			return d.errAt(it.Start, "%v", err)
 		}
 	}
 	return nil

@@ -52,7 +52,7 @@ var specExampleConfig = Config{
 		Hosts:   map[string]string{"api.example.test": "127.0.0.1:8443"},
 	},
 	Secrets: SecretsConfig{
-		Env:   map[string][]string{"ANTHROPIC_API_KEY": {"api.anthropic.com"}},
+		Env:   map[string]SecretEnv{"ANTHROPIC_API_KEY": {Hosts: []string{"api.anthropic.com"}}},
 		Files: []string{".env", ".env.*"},
 	},
 	Command: CommandConfig{Deny: []string{"git push", "npm publish"}, Allow: []string{}},
@@ -97,9 +97,9 @@ func normalizeConfig(c Config) Config {
 	if len(c.Secrets.Env) == 0 {
 		c.Secrets.Env = nil
 	} else {
-		env := make(map[string][]string, len(c.Secrets.Env))
+		env := make(map[string]SecretEnv, len(c.Secrets.Env))
 		for k, v := range c.Secrets.Env {
-			env[k] = ns(v)
+			env[k] = SecretEnv{Hosts: ns(v.Hosts), Inject: ns(v.Inject)}
 		}
 		c.Secrets.Env = env
 	}
@@ -190,7 +190,7 @@ func TestParseConfigValid(t *testing.T) {
 				Extends:    []string{"a", "b"},
 				Filesystem: FilesystemConfig{AllowRead: []string{"/r"}, AllowWrite: []string{"w"}, DenyRead: []string{"~/.ssh/**"}, DenyWrite: []string{"Makefile"}},
 				Network:    NetworkConfig{Allow: []string{"a.com"}, Deny: []string{"b.com"}, Unknown: "deny", Hosts: map[string]string{"a.com": "127.0.0.1:1"}},
-				Secrets:    SecretsConfig{Env: map[string][]string{"K_TOKEN": {"a.com", "*.a.com"}, "_X1": nil}, Files: []string{".env"}},
+				Secrets:    SecretsConfig{Env: map[string]SecretEnv{"K_TOKEN": {Hosts: []string{"a.com", "*.a.com"}}, "_X1": {}}, Files: []string{".env"}},
 				Command:    CommandConfig{Deny: []string{"git push"}, Allow: []string{"git push --dry-run"}},
 				Env:        EnvConfig{Pass: []string{"TERM", "_x9"}, Set: map[string]string{"CI": "", "A_1": "two words"}},
 			},
@@ -295,7 +295,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "secret binding given a string",
 			doc:     `{"secrets": {"env": {"K": "x"}}}`,
-			wantErr: `jail.json:1:27: "K" must be a list of hosts, got a string`, exact: true,
+			wantErr: `jail.json:1:27: "K" must be a list of hosts or {"hosts": [...], "inject": [...]}, got a string`, exact: true,
 		},
 		{
 			name:    "unknown given a number",
@@ -881,7 +881,7 @@ func TestResolve(t *testing.T) {
 		File: "/home/u/.config/jail/config.json", Dir: "/home/u/.config/jail",
 		Filesystem: FilesystemConfig{AllowRead: []string{"~/.config/gh", "cache", "/opt/x/../y"}},
 		Network:    NetworkConfig{Allow: []string{"a.com", "b.com"}, Unknown: "allow", Hosts: map[string]string{"a.com": "127.0.0.1:1", "b.com": "127.0.0.1:2"}},
-		Secrets:    SecretsConfig{Env: map[string][]string{"K": {"a.com"}}},
+		Secrets:    SecretsConfig{Env: map[string]SecretEnv{"K": {Hosts: []string{"a.com"}}}},
 		Command:    CommandConfig{Deny: []string{"git push"}},
 		Env:        EnvConfig{Pass: []string{"TERM"}, Set: map[string]string{"A": "1", "B": "1"}},
 	}
@@ -894,7 +894,7 @@ func TestResolve(t *testing.T) {
 			DenyWrite:  []string{"Makefile"},
 		},
 		Network: NetworkConfig{Allow: []string{"b.com", "c.com"}, Deny: []string{"*.evil"}, Hosts: map[string]string{"b.com": "127.0.0.1:3"}},
-		Secrets: SecretsConfig{Env: map[string][]string{"K": {"b.com", "a.com"}, "L": {"c.com"}}, Files: []string{".env"}},
+		Secrets: SecretsConfig{Env: map[string]SecretEnv{"K": {Hosts: []string{"b.com", "a.com"}}, "L": {Hosts: []string{"c.com"}}}, Files: []string{".env"}},
 		Command: CommandConfig{Deny: []string{"npm publish", "git push"}, Allow: []string{"git status"}},
 		Env:     EnvConfig{Pass: []string{"LANG", "TERM"}, Set: map[string]string{"B": "2"}},
 	}
@@ -927,7 +927,7 @@ func TestResolve(t *testing.T) {
 			Passthrough: []string{},
 		},
 		Secrets: SecretsConfig{
-			Env:   map[string][]string{"K": {"a.com", "b.com"}, "L": {"c.com"}},
+			Env:   map[string]SecretEnv{"K": {Hosts: []string{"a.com", "b.com"}}, "L": {Hosts: []string{"c.com"}}},
 			Files: []string{"/home/u/proj/.env"},
 		},
 		Command:     CommandConfig{Deny: []string{"git push", "npm publish"}, Allow: []string{"git status"}},
@@ -944,7 +944,7 @@ func TestResolve(t *testing.T) {
 	if user.Env.Set["B"] != "1" || len(user.Network.Hosts) != 2 || user.Network.Hosts["b.com"] != "127.0.0.1:2" {
 		t.Errorf("Resolve modified the user layer: %+v", user)
 	}
-	if got := user.Secrets.Env["K"]; !reflect.DeepEqual(got, []string{"a.com"}) {
+	if got := user.Secrets.Env["K"].Hosts; !reflect.DeepEqual(got, []string{"a.com"}) {
 		t.Errorf("Resolve modified the user layer's secret bindings: %v", got)
 	}
 }

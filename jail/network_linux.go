@@ -231,7 +231,7 @@ func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, er
 		v := hostEnv(b.Name)
 		envValue[b.Name] = v
 		if v != "" {
-			secrets = append(secrets, proxy.Secret{Name: b.Name, Placeholder: Placeholder(b.Name, plan.SecretSuffix), Value: v, Hosts: b.Hosts})
+			secrets = append(secrets, proxy.Secret{Name: b.Name, Placeholder: Placeholder(b.Name, plan.SecretSuffix), Value: v, Hosts: b.Hosts, Inject: b.Inject})
 		}
 	}
 	if len(plan.EnvFiles) == 0 {
@@ -267,7 +267,8 @@ func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, er
 			} else if ok {
 				continue // already a secret from the environment
 			}
-			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: ph, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv)})
+			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: ph, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv),
+				Inject: secretInject(fv.Name, plan.SecretEnv)})
 		}
 		if err := os.WriteFile(ef.Copy, masked, 0o600); err != nil {
 			return nil, fmt.Errorf("writing the masked copy of %s: %w", ef.Path, err)

@@ -312,7 +312,7 @@ type Plan struct {
 
 	SecretSuffix string
 	Secrets      []SecretBinding
-	SecretEnv    map[string][]string // secrets.env bindings, for names found in .env files
+	SecretEnv    map[string]SecretEnv // secrets.env bindings, for names found in .env files
 	EnvFiles     []EnvFile
 	// AgentFiles are agent files shown inside as session copies and
 	// merged back after exit without their command-bearing keys.

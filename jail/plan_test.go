@@ -139,7 +139,7 @@ func TestPlanGolden(t *testing.T) {
 			pol: Policy{
 				ProjectRoot: "/home/u/proj",
 				DenyRead:    []string{"/home/u/proj/.env.prod"},
-				Secrets:     SecretsConfig{Env: map[string][]string{"MY_SERVICE_TOKEN": {"api.service.test"}}},
+				Secrets:     SecretsConfig{Env: map[string]SecretEnv{"MY_SERVICE_TOKEN": {Hosts: []string{"api.service.test"}}}},
 			},
 			extra: map[string]PathInfo{
 				"/home/u/proj/.env": {Exists: true}, "/home/u/proj/.env.prod": {Exists: true},

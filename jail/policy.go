@@ -230,9 +230,14 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 		p.Network.Passthrough = union(p.Network.Passthrough, c.Network.Passthrough)
 		for k, v := range c.Secrets.Env {
 			if p.Secrets.Env == nil {
-				p.Secrets.Env = map[string][]string{}
+				p.Secrets.Env = map[string]SecretEnv{}
 			}
-			p.Secrets.Env[k] = union(p.Secrets.Env[k], v)
+			have := p.Secrets.Env[k]
+			merged := SecretEnv{Hosts: union(have.Hosts, v.Hosts)}
+			if len(have.Inject)+len(v.Inject) > 0 {
+				merged.Inject = union(have.Inject, v.Inject)
+			}
+			p.Secrets.Env[k] = merged
 		}
 		p.Secrets.Files = union(p.Secrets.Files, paths(c.Secrets.Files))
 		p.Command.Deny = union(p.Command.Deny, c.Command.Deny)

@@ -81,6 +81,10 @@ func (js jsonSchema) matchType(t *testing.T, path string, s map[string]any, typ 
 			}
 		}
 	}
+	if branches, ok := s["anyOf"].([]any); ok {
+		js.matchShortForm(t, path, branches, typ)
+		return
+	}
 	want := map[reflect.Kind]string{reflect.Struct: "object", reflect.Map: "object", reflect.Slice: "array", reflect.String: "string"}[typ.Kind()]
 	if want == "" {
 		t.Errorf("%s: Go type %s has no schema mapping; extend this test", path, typ)
@@ -136,6 +140,30 @@ func (js jsonSchema) matchType(t *testing.T, path string, s map[string]any, typ 
 	}
 }
 
+// matchShortForm holds an anyOf to the one Go type the parser accepts in
+// two forms, a struct written as an object or, shorter, as a list that
+// fills its first field (a secrets.env binding: {"hosts": [...], ...} or
+// [...]): an object branch matching the struct and an array branch
+// matching that field.
+func (js jsonSchema) matchShortForm(t *testing.T, path string, branches []any, typ reflect.Type) {
+	t.Helper()
+	if typ != reflect.TypeOf(SecretEnv{}) || len(branches) != 2 {
+		t.Errorf("%s: anyOf is only for SecretEnv's two forms, got %d branches for %s", path, len(branches), typ)
+		return
+	}
+	for _, b := range branches {
+		b, _ := b.(map[string]any)
+		switch b["type"] {
+		case "object":
+			js.matchType(t, path, b, typ)
+		case "array":
+			js.matchType(t, path, b, typ.Field(0).Type)
+		default:
+			t.Errorf("%s: anyOf branch of type %v", path, b["type"])
+		}
+	}
+}
+
 func schemaJoin(path, name string) string {
 	if path == "(root)" {
 		return name
@@ -163,9 +191,26 @@ func (js jsonSchema) validate(s map[string]any, n *jsonc.Node, path string) erro
 	for k := range s {
 		switch k {
 		case "$schema", "$id", "$defs", "title", "description",
-			"type", "properties", "additionalProperties", "propertyNames", "items", "enum", "pattern":
+			"type", "properties", "additionalProperties", "propertyNames", "items", "enum", "pattern", "anyOf":
 		default:
 			return fmt.Errorf("%s: schema keyword %q is not supported by the test validator", path, k)
+		}
+	}
+	if branches, ok := s["anyOf"].([]any); ok {
+		var first error
+		for _, b := range branches {
+			b, _ := b.(map[string]any)
+			err := js.validate(b, n, path)
+			if err == nil {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return fmt.Errorf("%s: matches no branch of anyOf: %v", path, first)
 		}
 	}
 	if typ, ok := s["type"].(string); ok {
@@ -322,6 +367,18 @@ func schemaCorpus(t *testing.T) map[string][]byte {
 		`{"secrets": {"env": {"K_TOKEN": ["a.com", "*.b.com:443"], "_E": []}}}`,
 		`{"secrets": {"env": {"9K": ["a.com"]}}}`,
 		`{"secrets": {"env": {"K": ["a.com:0"]}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a.com"], "inject": ["header:x-api-key", "header:Authorization", "query:key", "query", "path", "body", "header"]}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a.com"]}}}}`,
+		`{"secrets": {"env": {"K": {}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a.com"], "inject": ["cookie"]}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a.com"], "inject": ["header:"]}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a.com"], "inject": ["header:a b"]}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a.com"], "inject": ["query:a&b"]}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a.com"], "inject": ["body:x"]}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a.com"], "inject": "body"}}}}`,
+		`{"secrets": {"env": {"K": {"host": ["a.com"]}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": ["a b"]}}}}`,
+		`{"secrets": {"env": {"K": {"hosts": "a.com"}}}}`,
 		`{"network": {"hosts": {"a.test": "127.0.0.1:8443"}}}`,
 		`{"network": {"hosts": {"a.test": "127.0.0.1"}}}`,
 		`{"network": {"hosts": {"a.test": "[::1]"}}}`,

@@ -51,7 +51,7 @@ func TestMaskEnvFile(t *testing.T) {
 }
 
 func TestBindings(t *testing.T) {
-	pol := &Policy{Secrets: SecretsConfig{Env: map[string][]string{"MY_API_KEY": {"api.bound.test"}, "OPENAI_API_KEY": {"proxy.corp.test"}}}}
+	pol := &Policy{Secrets: SecretsConfig{Env: map[string]SecretEnv{"MY_API_KEY": {Hosts: []string{"api.bound.test"}}, "OPENAI_API_KEY": {Hosts: []string{"proxy.corp.test"}}}}}
 	got := Bindings([]string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "MY_API_KEY", "LONELY_TOKEN"}, pol)
 	want := map[string]string{"ANTHROPIC_API_KEY": "api.anthropic.com", "OPENAI_API_KEY": "proxy.corp.test", "MY_API_KEY": "api.bound.test", "LONELY_TOKEN": ""}
 	if len(got) != len(want) {

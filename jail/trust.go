@@ -21,11 +21,13 @@ import (
 //   - widen: extends; allowRead and allowWrite reaching outside the project,
 //     as written or through a symlink; network.allow, network.hosts,
 //     network.passthrough; network.unknown other than "deny" or "ask";
-//     secrets.env binding a secret to any host;
+//     secrets.env binding a secret to any host, or letting it be
+//     injected into a URL's query or path or a request body;
 //     secrets.files whenever written, even []; command.allow; env.pass and
 //     env.set of any name.
 //   - need no trust: denyRead, denyWrite, network.deny, command.deny and
-//     secrets.env bound to no host narrow; "$schema", description and
+//     secrets.env bound to no host, or injected into header fields only,
+//     narrow; "$schema", description and
 //     learned only inform.
 //
 // "ask" (which the parser still refuses) would hold each unknown domain
@@ -136,8 +138,12 @@ func networkWidening(n NetworkConfig) []string {
 func secretsWidening(s SecretsConfig) []string {
 	var out []string
 	for _, n := range sortedKeys(s.Env) {
-		if len(s.Env[n]) > 0 {
-			out = append(out, fmt.Sprintf("secrets.env %s may be sent to %v", n, s.Env[n]))
+		b := s.Env[n]
+		if len(b.Hosts) > 0 {
+			out = append(out, fmt.Sprintf("secrets.env %s may be sent to %v", n, b.Hosts))
+		}
+		if wide := wideInject(b.Inject); len(wide) > 0 {
+			out = append(out, fmt.Sprintf("secrets.env %s may be injected into %s (text the jailed process writes there, a prompt or a URL, then carries the real value)", n, strings.Join(wide, ", ")))
 		}
 	}
 	if s.Files != nil && len(s.Files) == 0 {
@@ -145,6 +151,21 @@ func secretsWidening(s SecretsConfig) []string {
 	}
 	for _, f := range s.Files {
 		out = append(out, "secrets.files "+shown(f)+" (the project decides which files are masked; the .env masks stay)")
+	}
+	return out
+}
+
+// wideInject returns the injection locations that reach beyond request
+// header fields: the URL's query and path and the body. A placeholder
+// there is usually text (a prompt that quotes it, a logged URL), not a
+// credential field, so the value would land in what the provider stores
+// or shows.
+func wideInject(locs []string) []string {
+	var out []string
+	for _, l := range locs {
+		if kind, _, _ := strings.Cut(l, ":"); kind != "header" {
+			out = append(out, l)
+		}
 	}
 	return out
 }

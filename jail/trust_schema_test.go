@@ -85,14 +85,28 @@ var trustDecisions = map[string]trustDecision{
 	"network.passthrough": {"widens: traffic the proxy does not inspect", []trustCase{
 		widens("network.passthrough api.github.com (not inspected)", func(c *Config, _, _ string) { c.Network.Passthrough = []string{"api.github.com"} }),
 	}},
-	"secrets.env": {"widens when it binds a secret to any host (bindings merge over the user's); bound to no host it only masks", []trustCase{
+	"secrets.env.*.hosts": {"widens when it binds a secret to any host (bindings merge over the user's); bound to no host it only masks", []trustCase{
 		widens("secrets.env GITHUB_TOKEN may be sent to [evil.example]", func(c *Config, _, _ string) {
-			c.Secrets.Env = map[string][]string{"GITHUB_TOKEN": {"evil.example"}}
+			c.Secrets.Env = map[string]SecretEnv{"GITHUB_TOKEN": {Hosts: []string{"evil.example"}}}
 		}),
 		widens("secrets.env GITHUB_TOKEN may be sent to [github.com]", func(c *Config, _, _ string) {
-			c.Secrets.Env = map[string][]string{"GITHUB_TOKEN": {"github.com"}}
+			c.Secrets.Env = map[string]SecretEnv{"GITHUB_TOKEN": {Hosts: []string{"github.com"}}}
 		}),
-		narrows(func(c *Config, _, _ string) { c.Secrets.Env = map[string][]string{"DB_PASSWORD": {}} }),
+		narrows(func(c *Config, _, _ string) { c.Secrets.Env = map[string]SecretEnv{"DB_PASSWORD": {Hosts: []string{}}} }),
+	}},
+	"secrets.env.*.inject": {"widens when it lets a value into a URL's query or path or a body: a placeholder there is text the jailed process wrote (a prompt, a logged URL), which would then carry the real value to what the provider stores or shows; header fields, to hosts already bound, need no trust", []trustCase{
+		widens("secrets.env ANTHROPIC_API_KEY may be injected into body", func(c *Config, _, _ string) {
+			c.Secrets.Env = map[string]SecretEnv{"ANTHROPIC_API_KEY": {Inject: []string{"header:x-api-key", "body"}}}
+		}),
+		widens("secrets.env GEMINI_API_KEY may be injected into query:key, path", func(c *Config, _, _ string) {
+			c.Secrets.Env = map[string]SecretEnv{"GEMINI_API_KEY": {Inject: []string{"query:key", "path"}}}
+		}),
+		widens("secrets.env K may be injected into query", func(c *Config, _, _ string) {
+			c.Secrets.Env = map[string]SecretEnv{"K": {Inject: []string{"query"}}}
+		}),
+		narrows(func(c *Config, _, _ string) {
+			c.Secrets.Env = map[string]SecretEnv{"K": {Inject: []string{"header", "header:Authorization"}}}
+		}),
 	}},
 	"secrets.files": {"widens whenever written: the project decides which files jail reads and masks (the .env defaults stay)", []trustCase{
 		widens("secrets.files []", func(c *Config, _, _ string) { c.Secrets.Files = []string{} }),
@@ -190,9 +204,13 @@ func configKeys(typ reflect.Type, prefix string) []string {
 		if name == "-" {
 			continue
 		}
-		if f.Type.Kind() == reflect.Struct {
+		switch {
+		case f.Type.Kind() == reflect.Struct:
 			out = append(out, configKeys(f.Type, prefix+name+".")...)
-		} else {
+		case f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct:
+			// A map of objects: each member's keys, under "*".
+			out = append(out, configKeys(f.Type.Elem(), prefix+name+".*.")...)
+		default:
 			out = append(out, prefix+name)
 		}
 	}
@@ -214,6 +232,8 @@ func schemaLeafKeys(t *testing.T) []string {
 			sub, _ := sub.(map[string]any)
 			if _, nested := sub["properties"]; nested {
 				walk(sub, prefix+name+".")
+			} else if obj := memberObject(sub); obj != nil {
+				walk(obj, prefix+name+".*.")
 			} else {
 				out = append(out, prefix+name)
 			}
@@ -222,6 +242,23 @@ func schemaLeafKeys(t *testing.T) []string {
 	walk(root, "")
 	sort.Strings(out)
 	return out
+}
+
+// memberObject is the object schema of a map's members when they are
+// objects with properties (one branch of an anyOf, when they have two
+// forms), or nil.
+func memberObject(s map[string]any) map[string]any {
+	ap, _ := s["additionalProperties"].(map[string]any)
+	if ap == nil {
+		return nil
+	}
+	branches, _ := ap["anyOf"].([]any)
+	for _, b := range append(branches, ap) {
+		if b, _ := b.(map[string]any); b["type"] == "object" && b["properties"] != nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // setOnly says what is wrong when c, apart from Dir, sets anything but
@@ -242,12 +279,30 @@ func setOnly(c *Config, path string) string {
 	if !reflect.ValueOf(cp).IsZero() {
 		return "the case sets other keys too"
 	}
+	if _, member, ok := strings.Cut(path, ".*."); ok {
+		// Under a map of objects: each member sets that key only.
+		for _, k := range field.MapKeys() {
+			m := reflect.New(field.Type().Elem()).Elem()
+			m.Set(field.MapIndex(k))
+			if sub, ok := fieldAt(m, member); !ok || sub.IsZero() {
+				return "a member does not set " + member
+			} else {
+				sub.Set(reflect.Zero(sub.Type()))
+			}
+			if !m.IsZero() {
+				return "a member sets other keys than " + member
+			}
+		}
+	}
 	return ""
 }
 
 // fieldAt finds the field of a Config value at a dotted json key path.
 func fieldAt(v reflect.Value, path string) (reflect.Value, bool) {
 	for _, name := range strings.Split(path, ".") {
+		if v.Kind() == reflect.Map {
+			return v, true // the map holds the members' keys
+		}
 		found := false
 		for i := 0; i < v.NumField(); i++ {
 			if tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ","); tag == name {

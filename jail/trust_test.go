@@ -160,17 +160,17 @@ func TestWideningSecretsFiles(t *testing.T) {
 // even to its own provider, since bindings merge over a user's config that
 // sends it nowhere.
 func TestWideningSecretsEnvNarrowing(t *testing.T) {
-	c := &Config{Secrets: SecretsConfig{Env: map[string][]string{"MY_DB_PASSWORD": {}}}}
+	c := &Config{Secrets: SecretsConfig{Env: map[string]SecretEnv{"MY_DB_PASSWORD": {}}}}
 	if w := Widening(c, "/home/u/proj", "/home/u"); len(w) != 0 {
 		t.Errorf("a secret bound to no host widens: %v", w)
 	}
-	c.Secrets.Env["ANTHROPIC_API_KEY"] = []string{"api.anthropic.com"}
+	c.Secrets.Env["ANTHROPIC_API_KEY"] = SecretEnv{Hosts: []string{"api.anthropic.com"}}
 	w := Widening(c, "/home/u/proj", "/home/u")
 	if len(w) != 1 || !strings.Contains(w[0], "ANTHROPIC_API_KEY may be sent to [api.anthropic.com]") {
 		t.Errorf("a secret bound to its provider: want one widening naming it, got %v", w)
 	}
 	// The merge it would undo: the user's config sends the key nowhere.
-	user := &Config{Secrets: SecretsConfig{Env: map[string][]string{"ANTHROPIC_API_KEY": {}}}}
+	user := &Config{Secrets: SecretsConfig{Env: map[string]SecretEnv{"ANTHROPIC_API_KEY": {}}}}
 	pol, err := Resolve([]*Config{user, c}, "/home/u/proj", "/home/u", Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -531,7 +531,7 @@ func TestNpmPublishExpectContinue(t *testing.T) {
 func TestNpmPublishWithSecrets(t *testing.T) {
 	t.Parallel()
 	const ph, val = "jail-secret-NPM_TOKEN-q1", "npm_real_token_value_1"
-	f := newWireFixture(t, []string{"npm publish"}, []Secret{{Name: "NPM_TOKEN", Placeholder: ph, Value: val, Hosts: []string{"tls.test"}}})
+	f := newWireFixture(t, []string{"npm publish"}, []Secret{{Name: "NPM_TOKEN", Placeholder: ph, Value: val, Hosts: []string{"tls.test"}, Inject: []string{"header", "body"}}})
 	status, body := f.send(t, "PUT", "https://tls.test/left-pad", strings.NewReader(publishBody), "Content-Type", "application/json", "Authorization", "Bearer "+ph)
 	if status != 403 || body != npmDenied {
 		t.Errorf("publish with a token: %d %q", status, body)

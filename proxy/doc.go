@@ -22,18 +22,23 @@
 //
 // Secrets (Config.Secrets) reach the jail as placeholders. In every
 // request the proxy reads (plain HTTP, and each request in an
-// intercepted tunnel) a placeholder is replaced by its value in the
-// header fields (a Basic credential too), the URL and textual bodies,
-// only when the decided host is bound to that secret; anywhere else the
-// request is refused with 403 before anything is sent and logged as an
-// "exfiltration attempt". Textual request bodies up to 4 MiB are read
-// whole first; a larger chunked one is rewritten as it streams, a larger
-// one with a Content-Length is refused (413) if it carries a placeholder;
-// other bodies are streamed and only checked. A placeholder in the
-// client's bytes of a raw tunnel cuts it. Every response, from any host,
-// has the values replaced by their placeholders in its header fields and
-// textual bodies (gzip decoded for that). A request without
-// "jail-secret-" in it is forwarded unchanged.
+// intercepted tunnel) a placeholder is replaced by its value only when
+// the decided host is bound to that secret and only at the places the
+// binding names (Secret.Inject: header fields by default; the query,
+// the path and textual bodies only when asked for). Bound, anywhere
+// else, it is forwarded as it is and the log says where it was kept;
+// toward any other host the request is refused with 403 before anything
+// is sent and logged as an "exfiltration attempt". The real values
+// themselves are searched for, in one pass with the placeholders, in
+// every request to every host (header fields, host name, URL, bodies of
+// any type, gzip bodies inflated, raw tunnels and upgraded connections),
+// raw, JSON- and URL-escaped, hex and base64 at every alignment: a hit
+// is refused with 403 and logged. Textual request bodies up to 4 MiB are
+// read whole first; a larger chunked one is rewritten as it streams, a
+// larger one with a Content-Length is refused (413) if a value should be
+// injected into it; other bodies are streamed and checked. Every
+// response, from any host and of any type, has the values' spellings
+// replaced in its header fields and body (gzip decoded for that).
 //
 // Some command.deny rules (Config.DenyCommands) hold on the wire too, so
 // that a library (libgit2, dulwich) or a renamed binary cannot do what

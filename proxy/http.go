@@ -184,7 +184,8 @@ func sameAuthority(a, b, scheme string) bool {
 // request.
 func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool {
 	bw, tunnel := cl.bw, cl.tunnel
-	e := Entry{Time: time.Now(), Method: req.Method, Path: req.URL.Path}
+	// A real value in the path never reaches the log.
+	e := Entry{Time: time.Now(), Method: req.Method, Path: s.secrets.redactString(req.URL.Path)}
 	refuse := func(status int, r *refusal, host string) bool {
 		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason
 		s.record(e)
@@ -221,6 +222,10 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			hint: fmt.Sprintf("the URL names %s, the Host header %s", reqAuthority, hostHeader)}, host)
 	}
 
+	if reason := s.secrets.inHostName(host); reason != "" {
+		e.Host = s.secrets.redactString(host)
+		return refuse(http.StatusForbidden, &refusal{verdict: verdictDeny, rule: "secret", reason: reason}, host)
+	}
 	t := tunnel
 	if t == nil {
 		var r *refusal
@@ -305,9 +310,9 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			}
 		}
 	}
-	if inj != nil && len(inj.names()) > 0 {
-		// A response to a request that carries a value must be readable
-		// to be redacted.
+	if s.secrets != nil && s.secrets.vals != nil {
+		// A response must be readable to be redacted: an upstream that
+		// learned a value once can echo it in any later response.
 		limitEncoding(out.Header)
 	}
 
@@ -333,7 +338,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 
 	if resp.StatusCode == http.StatusSwitchingProtocols && upgrade != "" {
 		if inj != nil {
-			e.Injected = inj.names()
+			e.Injected, e.Kept = inj.names(), inj.keptPlaces()
 		}
 		return s.upgraded(cl, resp, e)
 	}
@@ -398,7 +403,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+r.s.name, r.reason(t.norm.name)
 			keep = false
 		} else {
-			e.Injected = inj.names()
+			e.Injected, e.Kept = inj.names(), inj.keptPlaces()
 		}
 	}
 	s.record(e)
@@ -487,7 +492,7 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 		return false
 	}
 	done := make(chan int64, 1)
-	var found *secret
+	var found *streamHit
 	go func() {
 		n, _ := io.Copy(rw, s.secrets.scanStream(cl.br, &found))
 		rw.Close()
@@ -600,6 +605,12 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		writeText(bw, http.StatusBadRequest, fmt.Sprintf("jail: CONNECT %q: want host:port\n", req.RequestURI))
 		return
 	}
+	if reason := s.secrets.inHostName(host); reason != "" {
+		e.Host, e.Verdict, e.Rule, e.Reason = s.secrets.redactString(host), verdictDeny, "secret", reason
+		s.record(e)
+		writeText(bw, http.StatusForbidden, "jail: the host name carries a secret\n")
+		return
+	}
 	t, r := s.check(s.ctx, host, port, true)
 	if r != nil {
 		if n, ok := normalizeHost(host); ok {
@@ -698,17 +709,17 @@ func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, e Entry) {
 		return
 	}
 	defer s.untrack(up)
-	var found *secret
+	var found *streamHit
 	e.BytesUp, e.BytesDown = relay(c, s.secrets.scanStream(br, &found), up)
 	s.recordStream(e, found, "a raw tunnel")
 }
 
 // recordStream logs a raw stream (a tunnel, an upgraded connection) when
-// it has ended: as a denial when the client's bytes carried found's
-// placeholder, which cut it.
-func (s *Server) recordStream(e Entry, found *secret, what string) {
+// it has ended: as a denial when the client's bytes carried a placeholder
+// or a real value, which cut it.
+func (s *Server) recordStream(e Entry, found *streamHit, what string) {
 	if found != nil {
-		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.name, s.secrets.streamReason(found, what, e.Host, e.Port)
+		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.s.name, s.secrets.streamReason(found, what, e.Host, e.Port)
 	}
 	s.record(e)
 }

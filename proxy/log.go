@@ -34,6 +34,10 @@ type Entry struct {
 	// Injected names the secrets whose values replaced their placeholders
 	// in this request.
 	Injected []string `json:"injected,omitempty"`
+	// Kept lists the placeholders forwarded as they are to a host their
+	// secret is bound to, outside the places its binding injects into
+	// ("ANTHROPIC_API_KEY in the body").
+	Kept []string `json:"kept,omitempty"`
 	// BytesUp and BytesDown count request and response bodies for HTTP
 	// requests and every byte for tunnels.
 	BytesUp    int64   `json:"bytesUp"`

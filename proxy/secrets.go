@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,13 +17,16 @@ import (
 
 // Secret is one credential the jailed process only knows as a
 // placeholder. The proxy swaps the placeholder for the value in requests
-// to the secret's Hosts, refuses a request that carries the placeholder
-// anywhere else, and swaps the value back for the placeholder in every
-// response.
+// to the secret's Hosts, at the places Inject names; forwards it as it is
+// to those hosts anywhere else; refuses a request that carries it to any
+// other host, and any request that carries the real value itself; and
+// swaps the value back for the placeholder in every response.
 type Secret struct {
 	// Name is the variable's name, for logs ("ANTHROPIC_API_KEY").
 	Name string
-	// Placeholder is what the jail sees: "jail-secret-<NAME>-<random>".
+	// Placeholder is what the jail sees: at least 20 bytes of
+	// [A-Za-z0-9._-] with "jail" or "JAIL" in it ("jail-secret-NAME-…",
+	// "sk-ant-api03-jail…", "AKIAJAIL…").
 	Placeholder string
 	// Value is the real value. It is never logged and never sent anywhere
 	// but Hosts.
@@ -33,10 +35,17 @@ type Secret struct {
 	// matching of Rules.Allow: "api.example.com", "*.example.com" (its
 	// subdomains), an optional ":port". Empty means nowhere.
 	Hosts []string
+	// Inject is where in a request to Hosts the value may be injected:
+	// "header" (any request header field), "header:NAME" (that field; a
+	// Basic credential in Authorization is decoded), "query" (anywhere in
+	// the URL's query), "query:KEY" (that parameter's value), "path" (the
+	// URL path), "body". Empty means request header fields only.
+	Inject []string
 }
 
-// PlaceholderPrefix starts every placeholder. A request in which it does
-// not occur is forwarded untouched.
+// PlaceholderPrefix starts the placeholders of values that have no shape
+// of their own; shaped placeholders keep their format's prefix instead
+// ("ghp_jail…"), so no prefix is common to them all.
 const PlaceholderPrefix = "jail-secret-"
 
 const (
@@ -44,17 +53,15 @@ const (
 	// replaced, and the largest response body with a Content-Length that
 	// is redacted in memory (a larger one is streamed, chunked).
 	maxSecretBody = 4 << 20
-	// minRedacted is the shortest value that is redacted from responses:
-	// replacing a shorter one would corrupt unrelated text.
-	minRedacted = 8
+	// minPlaceholder is the shortest placeholder accepted.
+	minPlaceholder = 20
 )
 
 var (
-	prefixBytes = []byte(PlaceholderPrefix)
-
 	errSecretExfil    = errors.New("jail: a secret's placeholder in a request to a host it is not bound to")
 	errSecretTooLarge = errors.New("jail: a secret's placeholder in a request body too large to rewrite")
 	errSecretHeader   = errors.New("jail: a secret whose value cannot be sent in a header")
+	errSecretValue    = errors.New("jail: a secret's real value in a request")
 )
 
 // escaping is how a value is written where a placeholder stood.
@@ -70,14 +77,124 @@ const (
 	escCount
 )
 
+// placeKind is the part of a request a placeholder is in.
+type placeKind int
+
+const (
+	inHeader placeKind = iota
+	inHeaderName
+	inQuery
+	inPath
+	inBody
+	inTrailer
+)
+
+// place is where in a request a placeholder was found: the kind, and the
+// header field's canonical name or the query parameter's key.
+type place struct {
+	kind placeKind
+	name string
+}
+
+// String is the place for logs and messages: "the header X-Api-Key".
+func (p place) String() string {
+	switch p.kind {
+	case inHeader:
+		return "the header " + p.name
+	case inHeaderName:
+		return "a header field name"
+	case inQuery:
+		if p.name == "" {
+			return "the URL query"
+		}
+		return "the URL query parameter " + p.name
+	case inPath:
+		return "the URL path"
+	case inTrailer:
+		return "the trailer " + p.name
+	}
+	return "the body"
+}
+
+// locations is where a secret's value may be injected (Secret.Inject).
+type locations struct {
+	anyHeader, anyQuery, path, body bool
+	headers, query                  map[string]bool
+}
+
+// CheckLocation returns an error when loc is not a place in a request
+// that Secret.Inject can name.
+func CheckLocation(loc string) error {
+	_, err := parseLocations([]string{loc})
+	return err
+}
+
+func parseLocations(list []string) (locations, error) {
+	l := locations{headers: map[string]bool{}, query: map[string]bool{}}
+	if len(list) == 0 {
+		l.anyHeader = true
+	}
+	for _, loc := range list {
+		kind, name, named := strings.Cut(loc, ":")
+		switch {
+		case !named && kind == "header":
+			l.anyHeader = true
+		case !named && kind == "query":
+			l.anyQuery = true
+		case !named && kind == "path":
+			l.path = true
+		case !named && kind == "body":
+			l.body = true
+		case kind == "header" && validFieldName(name):
+			l.headers[http.CanonicalHeaderKey(name)] = true
+		case kind == "query" && name != "" && !strings.ContainsAny(name, "&=#\x00\r\n"):
+			l.query[name] = true
+		default:
+			return l, fmt.Errorf("%q is not an injection location (use header, header:NAME, query, query:KEY, path or body)", loc)
+		}
+	}
+	return l, nil
+}
+
+// validFieldName reports whether s is an HTTP header field name (a token).
+func validFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// allows reports whether a value may be injected at p.
+func (l *locations) allows(p place) bool {
+	switch p.kind {
+	case inHeader, inTrailer:
+		return l.anyHeader || l.headers[p.name]
+	case inQuery:
+		return l.anyQuery || p.name != "" && l.query[p.name]
+	case inPath:
+		return l.path
+	case inBody:
+		return l.body
+	}
+	return false // a header field's name never gets a value
+}
+
 // secret is a Secret ready for use.
 type secret struct {
 	name    string
 	hosts   []string
 	entries []entry
+	loc     locations
 	ph      []byte
 	value   [escCount][]byte // the value as written in each context
 	header  bool             // the value may be sent in a header field
+	spelled []spelling       // empty for a value shorter than minSearched
 }
 
 // bound reports whether the secret may be sent to h:port.
@@ -90,16 +207,28 @@ func (s *secret) bound(h host, port int) bool {
 	return false
 }
 
-// secrets is a Server's secrets: the placeholders to look for in
-// requests and the values to look for in responses.
+// secrets is a Server's secrets: the placeholders and real values to
+// look for in requests and the values to look for in responses.
 type secrets struct {
 	list []*secret
-	phs  *matcher // pattern i is list[i].ph
-	// vals finds the values (raw, and as JSON and URL escapes when they
-	// differ) in responses; valPh[i] is what pattern i becomes.
-	vals    *matcher
-	valPh   [][]byte
-	valStrs []string // vals' patterns, to search strings without copying them
+	// req finds, in one pass, every placeholder and every spelling of
+	// every value in a request; reqPats[i] says what pattern i is.
+	req     *matcher
+	reqPats []reqPattern
+	// hostm is req's patterns in lower case, for host names, which are
+	// case-insensitive.
+	hostm *matcher
+	// vals finds the spellings of the values in responses; valPh[i] is
+	// what pattern i becomes. Nil when no value is long enough.
+	vals  *matcher
+	valPh [][]byte
+}
+
+// reqPattern is one of the request matcher's patterns: secret s's
+// placeholder when spelling is nil, else that spelling of its value.
+type reqPattern struct {
+	s        int
+	spelling *spelling
 }
 
 func newSecrets(list []Secret) (*secrets, error) {
@@ -108,79 +237,103 @@ func newSecrets(list []Secret) (*secrets, error) {
 	}
 	ss := &secrets{}
 	seen := map[string]bool{}
-	var phs, vals [][]byte
+	var phs, spelled [][]byte
+	var spells []reqPattern
 	for _, in := range list {
-		if in.Name == "" {
-			return nil, errors.New("a secret without a name")
+		s, err := newSecret(in, seen)
+		if err != nil {
+			return nil, err
 		}
-		if !strings.HasPrefix(in.Placeholder, PlaceholderPrefix) || len(in.Placeholder) == len(PlaceholderPrefix) {
-			return nil, fmt.Errorf("secret %s: placeholder must start with %q", in.Name, PlaceholderPrefix)
-		}
-		if seen[in.Placeholder] {
-			return nil, fmt.Errorf("secret %s: placeholder used twice", in.Name)
-		}
-		seen[in.Placeholder] = true
-		s := &secret{name: in.Name, hosts: append([]string(nil), in.Hosts...), ph: []byte(in.Placeholder)}
-		for _, h := range in.Hosts {
-			e, err := parseEntry(h)
-			if err != nil {
-				return nil, fmt.Errorf("secret %s: host %q: %w", in.Name, h, err)
-			}
-			s.entries = append(s.entries, e)
-		}
-		v := in.Value
-		s.value[escRaw] = []byte(v)
-		s.value[escHeader] = s.value[escRaw]
-		s.value[escJSON] = jsonEscape(v)
-		s.value[escForm] = []byte(url.QueryEscape(v))
-		s.value[escPath] = []byte(url.PathEscape(v))
-		s.value[escXML] = xmlEscape(v)
-		s.header = !strings.ContainsAny(v, "\r\n\x00")
+		k := len(ss.list)
 		ss.list = append(ss.list, s)
 		phs = append(phs, s.ph)
-		if len(v) >= minRedacted {
-			for _, form := range [][]byte{s.value[escRaw], s.value[escJSON], s.value[escForm]} {
-				dup := false
-				for _, p := range vals {
-					dup = dup || bytes.Equal(p, form)
-				}
-				if !dup {
-					vals = append(vals, form)
-					ss.valStrs = append(ss.valStrs, string(form))
-					ss.valPh = append(ss.valPh, s.ph)
-				}
-			}
+		ss.reqPats = append(ss.reqPats, reqPattern{s: k})
+		for i := range s.spelled {
+			sp := &s.spelled[i]
+			spelled = append(spelled, sp.text)
+			spells = append(spells, reqPattern{s: k, spelling: sp})
+			ss.valPh = append(ss.valPh, sp.redacted)
 		}
 	}
-	ss.phs = newMatcher(phs)
-	if len(vals) > 0 {
-		ss.vals = newMatcher(vals)
+	ss.reqPats = append(ss.reqPats, spells...)
+	ss.req = newMatcher(append(phs, spelled...))
+	lower := make([][]byte, len(ss.req.pats))
+	for i, p := range ss.req.pats {
+		lower[i] = bytes.ToLower(p)
+	}
+	ss.hostm = newMatcher(lower)
+	if len(spelled) > 0 {
+		ss.vals = newMatcher(spelled)
 	}
 	return ss, nil
 }
 
-func jsonEscape(v string) []byte {
-	b, _ := json.Marshal(v) // a string always marshals
-	return b[1 : len(b)-1]
+func newSecret(in Secret, seen map[string]bool) (*secret, error) {
+	if in.Name == "" {
+		return nil, errors.New("a secret without a name")
+	}
+	if err := checkPlaceholder(in.Placeholder); err != nil {
+		return nil, fmt.Errorf("secret %s: %w", in.Name, err)
+	}
+	if seen[in.Placeholder] {
+		return nil, fmt.Errorf("secret %s: placeholder used twice", in.Name)
+	}
+	seen[in.Placeholder] = true
+	loc, err := parseLocations(in.Inject)
+	if err != nil {
+		return nil, fmt.Errorf("secret %s: %w", in.Name, err)
+	}
+	s := &secret{name: in.Name, hosts: append([]string(nil), in.Hosts...), ph: []byte(in.Placeholder), loc: loc}
+	for _, h := range in.Hosts {
+		e, err := parseEntry(h)
+		if err != nil {
+			return nil, fmt.Errorf("secret %s: host %q: %w", in.Name, h, err)
+		}
+		s.entries = append(s.entries, e)
+	}
+	v := in.Value
+	s.value[escRaw] = []byte(v)
+	s.value[escHeader] = s.value[escRaw]
+	s.value[escJSON] = jsonEscape(v, true)
+	s.value[escForm] = []byte(url.QueryEscape(v))
+	s.value[escPath] = []byte(url.PathEscape(v))
+	s.value[escXML] = xmlEscape(v)
+	s.header = !strings.ContainsAny(v, "\r\n\x00")
+	if len(v) >= minSearched {
+		s.spelled = spellings(v, in.Placeholder)
+	}
+	return s, nil
+}
+
+// checkPlaceholder holds a placeholder to the shape the proxy relies on:
+// long enough, written the same in every context (so a byte search finds
+// it in a URL, a JSON string or a header) and marked.
+func checkPlaceholder(ph string) error {
+	if len(ph) < minPlaceholder {
+		return fmt.Errorf("placeholder must be at least %d bytes", minPlaceholder)
+	}
+	for i := 0; i < len(ph); i++ {
+		c := ph[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return errors.New("placeholder must be made of A-Z a-z 0-9 . _ -")
+		}
+	}
+	if !strings.Contains(ph, "jail") && !strings.Contains(ph, "JAIL") {
+		return errors.New(`placeholder must contain "jail" or "JAIL"`)
+	}
+	return nil
 }
 
 func xmlEscape(v string) []byte {
 	return []byte(strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;").Replace(v))
 }
 
-// redactString replaces every value in s by its placeholder.
+// redactString replaces every spelling of a value in s.
 func (ss *secrets) redactString(s string) string {
 	if ss == nil || ss.vals == nil {
 		return s
 	}
-	found := false
-	for _, v := range ss.valStrs {
-		if strings.Contains(s, v) {
-			found = true
-			break
-		}
-	}
-	if !found {
+	if i, _ := ss.vals.findString(s); i < 0 {
 		return s
 	}
 	out, _, _ := ss.redactor().apply(nil, []byte(s), true)
@@ -215,14 +368,16 @@ type injection struct {
 
 	mu       sync.Mutex
 	injected []bool
+	kept     []string       // "NAME in the body": bound placeholders left as they are
 	refusal  *secretRefusal // the first violation
 }
 
 // secretRefusal is a request refused because of a secret.
 type secretRefusal struct {
-	s     *secret
-	err   error // errSecretExfil, errSecretTooLarge or errSecretHeader
-	where string
+	s        *secret
+	err      error // errSecretExfil, errSecretValue, errSecretTooLarge or errSecretHeader
+	where    place
+	spelling string // how the real value was written, for errSecretValue
 }
 
 // status is the HTTP status the refused client sees.
@@ -253,6 +408,13 @@ func (in *injection) names() []string {
 	return n
 }
 
+// keptPlaces returns where bound placeholders were forwarded unchanged.
+func (in *injection) keptPlaces() []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]string(nil), in.kept...)
+}
+
 func (in *injection) refused() *secretRefusal {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -260,80 +422,95 @@ func (in *injection) refused() *secretRefusal {
 }
 
 // refuse records the first violation and returns its error.
-func (in *injection) refuse(k int, err error, where string) error {
+func (in *injection) refuse(r secretRefusal) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.refusal == nil {
-		in.refusal = &secretRefusal{s: in.ss.list[k], err: err, where: where}
+		in.refusal = &r
 	}
-	return err
+	return r.err
 }
 
-// injector replaces the placeholders of bound secrets by their values
-// written with esc, and refuses any other.
-func (in *injection) injector(esc escaping, where string) replacer {
-	return replacer{m: in.ss.phs, repl: func(k int) ([]byte, error) {
-		s := in.ss.list[k]
-		if !s.bound(in.host, in.port) {
-			return nil, in.refuse(k, errSecretExfil, where)
+func (in *injection) keep(s *secret, p place) {
+	k := s.name + " in " + p.String()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, have := range in.kept {
+		if have == k {
+			return
 		}
-		if esc == escHeader && !s.header {
-			return nil, in.refuse(k, errSecretHeader, where)
+	}
+	in.kept = append(in.kept, k)
+}
+
+// mode is what a rewriter does with a bound placeholder at a place its
+// binding allows.
+type mode int
+
+const (
+	modeInject   mode = iota // inject the value
+	modeKeep                 // leave it (a binary body, a header field's name)
+	modeTooLarge             // refuse: a textual body too large to rewrite
+)
+
+// rewriter goes once over bytes from p. A spelling of a real value
+// refuses the request, whatever the host: the jailed process was never
+// given it, so it can only be sending what it should not have. A
+// placeholder of a secret not bound to the host refuses it too. A bound
+// placeholder gets the value, written with esc, where the binding allows
+// p, and is left as it is (and noted as kept) anywhere else.
+func (in *injection) rewriter(p place, esc escaping, md mode) replacer {
+	return replacer{m: in.ss.req, repl: func(k int) ([]byte, error) {
+		pat := in.ss.reqPats[k]
+		s := in.ss.list[pat.s]
+		switch {
+		case pat.spelling != nil:
+			return nil, in.refuse(secretRefusal{s: s, err: errSecretValue, where: p, spelling: pat.spelling.label})
+		case !s.bound(in.host, in.port):
+			return nil, in.refuse(secretRefusal{s: s, err: errSecretExfil, where: p})
+		case md == modeKeep || !s.loc.allows(p):
+			in.keep(s, p)
+			return s.ph, nil
+		case md == modeTooLarge:
+			return nil, in.refuse(secretRefusal{s: s, err: errSecretTooLarge, where: p})
+		case esc == escHeader && !s.header:
+			return nil, in.refuse(secretRefusal{s: s, err: errSecretHeader, where: p})
 		}
 		in.mu.Lock()
-		in.injected[k] = true
+		in.injected[pat.s] = true
 		in.mu.Unlock()
 		return s.value[esc], nil
 	}}
 }
 
-// checker leaves the placeholders of bound secrets as they are, or
-// refuses them with boundErr when that is not nil, and refuses any other.
-func (in *injection) checker(boundErr error, where string) replacer {
-	return replacer{m: in.ss.phs, repl: func(k int) ([]byte, error) {
-		s := in.ss.list[k]
-		if !s.bound(in.host, in.port) {
-			return nil, in.refuse(k, errSecretExfil, where)
-		}
-		if boundErr != nil {
-			return nil, in.refuse(k, boundErr, where)
-		}
-		return s.ph, nil
-	}}
-}
-
-// replaceString rewrites s if it holds a placeholder; ok is false when
-// the request must be refused.
-func (in *injection) replaceString(s string, esc escaping, where string) (string, bool) {
-	if !strings.Contains(s, PlaceholderPrefix) {
+// rewriteString rewrites s if it holds a placeholder or a value; ok is
+// false when the request must be refused.
+func (in *injection) rewriteString(s string, p place, esc escaping, md mode) (string, bool) {
+	if i, _ := in.ss.req.findString(s); i < 0 {
 		return s, true
 	}
-	out, _, err := in.injector(esc, where).apply(nil, []byte(s), true)
+	out, _, err := in.rewriter(p, esc, md).apply(nil, []byte(s), true)
 	if err != nil {
 		return s, false
 	}
 	return string(out), true
 }
 
-// header rewrites the placeholders in h; false when the request must be
-// refused.
-func (in *injection) header(h http.Header, what string) bool {
+// header rewrites the placeholders in h (the header, or the trailer when
+// kind is inTrailer); false when the request must be refused.
+func (in *injection) header(h http.Header, kind placeKind) bool {
 	for k, vs := range h {
-		if strings.Contains(k, PlaceholderPrefix) {
-			// Not rewritten, only checked.
-			if _, _, err := in.checker(nil, what+" name").apply(nil, []byte(k), true); err != nil {
-				return false
-			}
+		if _, ok := in.rewriteString(k, place{kind: inHeaderName}, escHeader, modeKeep); !ok {
+			return false
 		}
 		for i, v := range vs {
+			p := place{kind: kind, name: k}
 			var ok bool
-			if strings.Contains(v, PlaceholderPrefix) {
-				if vs[i], ok = in.replaceString(v, escHeader, what+" "+k); !ok {
-					return false
-				}
+			if vs[i], ok = in.rewriteString(v, p, escHeader, modeInject); !ok {
+				return false
 			}
 			if k == "Authorization" { // Proxy-Authorization is never sent on (removeHopByHop)
-				if vs[i], ok = in.basicAuth(vs[i], what, k); !ok {
+				if vs[i], ok = in.basicAuth(vs[i], p); !ok {
 					return false
 				}
 			}
@@ -344,16 +521,19 @@ func (in *injection) header(h http.Header, what string) bool {
 
 // basicAuth rewrites the placeholders inside a Basic credential (git's
 // token as a password).
-func (in *injection) basicAuth(v, what, field string) (string, bool) {
+func (in *injection) basicAuth(v string, p place) (string, bool) {
 	const basic = "basic "
 	if len(v) <= len(basic) || !strings.EqualFold(v[:len(basic)], basic) {
 		return v, true
 	}
 	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v[len(basic):]))
-	if err != nil || !bytes.Contains(dec, prefixBytes) {
+	if err != nil {
 		return v, true
 	}
-	out, _, err := in.injector(escRaw, what+" "+field).apply(nil, dec, true)
+	if i, _ := in.ss.req.find(dec); i < 0 {
+		return v, true
+	}
+	out, _, err := in.rewriter(p, escRaw, modeInject).apply(nil, dec, true)
 	if err != nil {
 		return v, false
 	}
@@ -363,22 +543,81 @@ func (in *injection) basicAuth(v, what, field string) (string, bool) {
 // request rewrites the header fields and URL of req; false when the
 // request must be refused.
 func (in *injection) request(req *http.Request) bool {
-	if !in.header(req.Header, "header") {
+	if !in.header(req.Header, inHeader) {
 		return false
 	}
 	u := req.URL
-	var ok bool
-	if u.RawQuery, ok = in.replaceString(u.RawQuery, escForm, "URL"); !ok {
+	// The URL is checked as sent, then unescaped: a value URL-escaped
+	// over another spelling ("\/" in a path written %5C/) is found too.
+	query, path := place{kind: inQuery}, place{kind: inPath}
+	if !in.noValue(u.RawQuery, query) || !in.noValue(u.EscapedPath(), path) || !in.noValue(u.Path, path) {
 		return false
 	}
-	if p := u.EscapedPath(); strings.Contains(p, PlaceholderPrefix) {
-		np, ok := in.replaceString(p, escPath, "URL")
+	if q, err := url.QueryUnescape(u.RawQuery); err == nil && !in.noValue(q, query) {
+		return false
+	}
+	var ok bool
+	if u.RawQuery, ok = in.query(u.RawQuery); !ok {
+		return false
+	}
+	p := u.EscapedPath()
+	if i, _ := in.ss.req.findString(p); i < 0 {
+		return true
+	}
+	np, ok := in.rewriteString(p, place{kind: inPath}, escPath, modeInject)
+	if !ok {
+		return false
+	}
+	if dec, err := url.PathUnescape(np); err == nil {
+		u.Path, u.RawPath = dec, np
+	}
+	return true
+}
+
+// query rewrites a URL's raw query parameter by parameter, so that a
+// binding can name the parameter its value goes in. request has checked
+// the whole query for real values first: a value with '&' in it spans
+// parameters.
+func (in *injection) query(raw string) (string, bool) {
+	if i, _ := in.ss.req.findString(raw); i < 0 {
+		return raw, true
+	}
+	parts := strings.Split(raw, "&")
+	for i, part := range parts {
+		key, val, hasVal := strings.Cut(part, "=")
+		name, err := url.QueryUnescape(key)
+		if err != nil {
+			name = key
+		}
+		nk, ok := in.rewriteString(key, place{kind: inQuery}, escForm, modeInject)
 		if !ok {
+			return raw, false
+		}
+		parts[i] = nk
+		if hasVal {
+			nv, ok := in.rewriteString(val, place{kind: inQuery, name: name}, escForm, modeInject)
+			if !ok {
+				return raw, false
+			}
+			parts[i] += "=" + nv
+		}
+	}
+	return strings.Join(parts, "&"), true
+}
+
+// noValue refuses the request when s holds a spelling of a real value;
+// placeholders are left to the caller.
+func (in *injection) noValue(s string, p place) bool {
+	for off := 0; off < len(s); {
+		i, k := in.ss.req.findString(s[off:])
+		if i < 0 {
+			return true
+		}
+		if pat := in.ss.reqPats[k]; pat.spelling != nil {
+			in.refuse(secretRefusal{s: in.ss.list[pat.s], err: errSecretValue, where: p, spelling: pat.spelling.label})
 			return false
 		}
-		if dec, err := url.PathUnescape(np); err == nil {
-			u.Path, u.RawPath = dec, np
-		}
+		off += i + 1
 	}
 	return true
 }
@@ -407,27 +646,23 @@ func bodyEscaping(contentType string) (escaping, bool) {
 	return 0, false
 }
 
-// textualResponse reports whether a response body of this type is
-// redacted.
-func textualResponse(contentType string) bool {
-	if _, ok := bodyEscaping(contentType); ok {
-		return true
-	}
-	mt, _, _ := mime.ParseMediaType(contentType)
-	return mt == "application/javascript" || mt == "application/x-javascript"
-}
-
-// body prepares out's body (read from body) for a bound or unbound host:
+// body prepares out's body (read from body) for a bound or unbound host.
+// Every body, whatever its type, is checked for real values and
+// placeholders; only a textual one gets values injected:
 //
-//   - a textual body up to maxSecretBody is read whole, then its
-//     placeholders are replaced (or the request refused) before anything
-//     is sent, and Content-Length is fixed;
-//   - a larger chunked textual body is streamed, its placeholders
-//     replaced on the way (a sliding window finds them across reads);
+//   - a textual body up to maxSecretBody is read whole, then rewritten
+//     (or the request refused) before anything is sent, and
+//     Content-Length is fixed;
+//   - a larger chunked textual body is streamed, rewritten on the way (a
+//     sliding window finds what is split across reads);
+//   - a gzip-encoded body up to maxSecretBody is read whole and checked
+//     as it inflates, then sent as it came;
 //   - any other body (binary, compressed, or textual with a
-//     Content-Length above maxSecretBody) is streamed unchanged, and a
-//     placeholder in it cuts the request: 403 for a host the secret is not
-//     bound to, 413 for a textual body that is too large to rewrite.
+//     Content-Length above maxSecretBody) is streamed unchanged, bound
+//     placeholders kept, and a real value or a placeholder to a host its
+//     secret is not bound to cuts the request (403), as does a
+//     placeholder that should be injected into a textual body too large
+//     to rewrite (413).
 //
 // It returns false when the request must be refused now, and an error
 // when the client's body could not be read.
@@ -439,6 +674,20 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 		esc, textual = bodyEscaping(out.Header.Get("Content-Type"))
 	}
 	var head []byte
+	if gzipped(ce) && out.ContentLength <= maxSecretBody {
+		b, err := readUpTo(body, out.ContentLength, maxSecretBody)
+		if err != nil {
+			return false, err
+		}
+		if len(b) <= maxSecretBody {
+			if !in.inflatedClean(b) {
+				return false, nil
+			}
+			out.Body = &readCloser{Reader: bytes.NewReader(b), c: body}
+			return true, nil
+		}
+		head = b
+	}
 	if textual && out.ContentLength <= maxSecretBody {
 		b, err := readUpTo(body, out.ContentLength, maxSecretBody)
 		if err != nil {
@@ -449,35 +698,52 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 		}
 		head = b
 	}
-	var r replacer
+	md := modeKeep
 	switch {
 	case textual && out.ContentLength < 0:
-		r = in.injector(esc, "body")
+		md = modeInject
 	case textual:
-		r = in.checker(errSecretTooLarge, "body")
-	default:
-		r = in.checker(nil, "body")
+		md = modeTooLarge
 	}
 	src := io.Reader(body)
 	if head != nil {
 		src = io.MultiReader(bytes.NewReader(head), body)
 	}
-	out.Body = &readCloser{Reader: newReplacingReader(src, r), c: body}
+	out.Body = &readCloser{Reader: newReplacingReader(src, in.rewriter(place{kind: inBody}, esc, md)), c: body}
 	return true, nil
+}
+
+func gzipped(ce string) bool {
+	ce = strings.ToLower(strings.TrimSpace(ce))
+	return ce == "gzip" || ce == "x-gzip"
+}
+
+// inflatedClean checks what a gzip-encoded body read whole inflates to,
+// which is sent on compressed as it came: a real value or an unbound
+// placeholder compressed out of sight is refused like one in plain
+// text. It is streamed, never held inflated, so a small body that
+// inflates hugely costs time, not memory; what follows a gzip error is
+// what the upstream cannot inflate either.
+func (in *injection) inflatedClean(b []byte) bool {
+	gz, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return true
+	}
+	io.Copy(io.Discard, newReplacingReader(gz, in.rewriter(place{kind: inBody}, escRaw, modeKeep)))
+	return in.refused() == nil
 }
 
 // whole rewrites a body read whole.
 func (in *injection) whole(out *http.Request, body *countingBody, b []byte, esc escaping) (bool, error) {
-	if out.Trailer != nil && !in.header(out.Trailer, "trailer") {
+	if out.Trailer != nil && !in.header(out.Trailer, inTrailer) {
 		return false, nil
 	}
-	if out.Header.Get("Content-Type") == "" && bytes.IndexByte(b, 0) >= 0 {
-		// Untyped and binary: placeholders are not replaced, only checked.
-		if _, _, err := in.checker(nil, "body").apply(nil, b, true); err != nil {
-			return false, nil
+	if i, _ := in.ss.req.find(b); i >= 0 {
+		md := modeInject
+		if out.Header.Get("Content-Type") == "" && bytes.IndexByte(b, 0) >= 0 {
+			md = modeKeep // untyped and binary: nothing is injected
 		}
-	} else if bytes.Contains(b, prefixBytes) {
-		nb, _, err := in.injector(esc, "body").apply(nil, b, true)
+		nb, _, err := in.rewriter(place{kind: inBody}, esc, md).apply(nil, b, true)
 		if err != nil {
 			return false, nil
 		}
@@ -499,6 +765,9 @@ func (r *secretRefusal) message(hostName string) string {
 			name, maxSecretBody>>20, maxSecretBody>>20)
 	case errSecretHeader:
 		return fmt.Sprintf("jail: %s cannot be sent in a header: its value contains a line break or NUL\n", name)
+	case errSecretValue:
+		return fmt.Sprintf("jail: the real value of %s (%s) is in %s to %s; send its placeholder, which the proxy replaces where %s is bound\n",
+			name, r.spelling, r.where, hostName, name)
 	}
 	if len(r.s.hosts) == 0 {
 		return fmt.Sprintf("jail: %s has no binding; add \"secrets\": {\"env\": {%q: [%q]}} to jail.json\n", name, name, hostName)
@@ -515,8 +784,10 @@ func (r *secretRefusal) reason(hostName string) string {
 		return fmt.Sprintf("secret %s in a request body larger than %d MiB", name, maxSecretBody>>20)
 	case errSecretHeader:
 		return fmt.Sprintf("secret %s cannot be sent in a header (line break or NUL in its value)", name)
+	case errSecretValue:
+		return valueReason(r.s, r.spelling, "in "+r.where.String(), hostName)
 	}
-	return exfilReason(r.s, "in the "+r.where, hostName)
+	return exfilReason(r.s, "in "+r.where.String(), hostName)
 }
 
 func exfilReason(s *secret, where, hostName string) string {
@@ -525,6 +796,10 @@ func exfilReason(s *secret, where, hostName string) string {
 		bound = "it may only be sent to " + strings.Join(s.hosts, ", ")
 	}
 	return fmt.Sprintf("exfiltration attempt: %s %s to %s; %s", s.name, where, hostName, bound)
+}
+
+func valueReason(s *secret, spelling, where, hostName string) string {
+	return fmt.Sprintf("exfiltration attempt: real value of %s (%s) %s to %s", s.name, spelling, where, hostName)
 }
 
 func quotedList(l []string) string {
@@ -554,93 +829,6 @@ type readCloser struct {
 }
 
 func (r *readCloser) Close() error { return r.c.Close() }
-
-// matcher finds any of a few patterns: the leftmost match, and the
-// longest of those that start there.
-type matcher struct {
-	pats   [][]byte
-	prefix []byte // common to every pattern, when long enough to search for
-	maxLen int
-}
-
-func newMatcher(pats [][]byte) *matcher {
-	m := &matcher{pats: pats}
-	prefix := pats[0]
-	for _, p := range pats {
-		m.maxLen = max(m.maxLen, len(p))
-		n := 0
-		for n < len(prefix) && n < len(p) && prefix[n] == p[n] {
-			n++
-		}
-		prefix = prefix[:n]
-	}
-	if len(prefix) >= 4 {
-		m.prefix = prefix
-	}
-	return m
-}
-
-// find returns the position of the first match in b and which pattern
-// matched, or -1, -1.
-func (m *matcher) find(b []byte) (int, int) {
-	if m.prefix != nil {
-		for off := 0; ; {
-			i := bytes.Index(b[off:], m.prefix)
-			if i < 0 {
-				return -1, -1
-			}
-			i += off
-			best := -1
-			for k, p := range m.pats {
-				if bytes.HasPrefix(b[i:], p) && (best < 0 || len(p) > len(m.pats[best])) {
-					best = k
-				}
-			}
-			if best >= 0 {
-				return i, best
-			}
-			off = i + 1
-		}
-	}
-	at, best := -1, -1
-	for k, p := range m.pats {
-		area := b
-		if at >= 0 {
-			area = b[:min(len(b), at+len(p))] // only matches that start by at
-		}
-		i := bytes.Index(area, p)
-		if i >= 0 && (at < 0 || i < at || len(p) > len(m.pats[best])) {
-			at, best = i, k
-		}
-	}
-	return at, best
-}
-
-// partial returns the length of the longest suffix of b that a pattern
-// starts with (without being that whole pattern).
-func (m *matcher) partial(b []byte) int {
-	for n := min(len(b), m.maxLen-1); n > 0; n-- {
-		s := b[len(b)-n:]
-		for _, p := range m.pats {
-			if len(p) > n && p[0] == s[0] && bytes.HasPrefix(p, s) {
-				return n
-			}
-		}
-	}
-	return 0
-}
-
-// longer reports whether b (the bytes from a match to the end of what
-// has arrived) is a proper prefix of a pattern longer than the match,
-// which more bytes could complete.
-func (m *matcher) longer(b []byte, matched int) bool {
-	for _, p := range m.pats {
-		if len(p) > matched && len(p) > len(b) && bytes.HasPrefix(p, b) {
-			return true
-		}
-	}
-	return false
-}
 
 // replacer replaces every match of m by what repl returns for it; an
 // error from repl stops it.
@@ -723,16 +911,15 @@ func (rr *replacingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// scanner finds placeholders in a stream without holding anything back
-// (a raw tunnel's protocol may wait for a reply to every byte): it keeps
-// the end of the previous read that could start one.
+// scanner finds placeholders and real values in a stream across reads:
+// it keeps the end of the previous read that could start one.
 type scanner struct {
 	m    *matcher
 	tail []byte
 	join []byte
 }
 
-// scan returns the index of a secret whose placeholder ends in b, or -1.
+// scan returns the index of a pattern that ends in b, or -1.
 func (s *scanner) scan(b []byte) int {
 	if len(s.tail) > 0 {
 		s.join = append(append(s.join[:0], s.tail...), b[:min(len(b), s.m.maxLen-1)]...)
@@ -752,53 +939,129 @@ func (s *scanner) scan(b []byte) int {
 	return -1
 }
 
-// scanningReader cuts a raw stream at the first placeholder.
+// minHeld is the shortest start of a pattern that a raw stream holds
+// back until the next bytes say whether they complete it. A shorter one
+// passes at once, so that a protocol that waits for a reply to every
+// byte is not stalled by a byte that happens to start a pattern; it is
+// also the most of a value's spelling that can leave before the stream
+// is cut (three bytes, which reveal nothing of a value long enough to be
+// searched for).
+const minHeld = 4
+
+// scanningReader cuts a raw stream at the first placeholder or value. It
+// holds back the end of what it read while that end is the start of a
+// pattern at least minHeld long.
 type scanningReader struct {
 	r     io.Reader
 	s     scanner
 	found func(k int)
+	buf   []byte
+	held  []byte // scanned, not yet passed on
+	out   []byte // ready to pass on
+	err   error
 }
 
 func (r *scanningReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if n > 0 {
-		if k := r.s.scan(p[:n]); k >= 0 {
+	for len(r.out) == 0 {
+		if r.err != nil {
+			if len(r.held) > 0 && r.err != errSecretExfil {
+				// The stream ended: what was held completes nothing.
+				r.out, r.held = r.held, nil
+				break
+			}
+			return 0, r.err
+		}
+		if r.buf == nil {
+			r.buf = make([]byte, 32<<10)
+		}
+		n, err := r.r.Read(r.buf)
+		r.err = err
+		if n == 0 {
+			continue
+		}
+		if k := r.s.scan(r.buf[:n]); k >= 0 {
 			r.found(k)
+			r.err, r.held = errSecretExfil, nil
 			return 0, errSecretExfil
 		}
+		data := append(r.held, r.buf[:n]...)
+		h := r.s.m.partial(data)
+		if h < minHeld {
+			h = 0
+		}
+		r.out = append(r.out[:0], data[:len(data)-h]...)
+		r.held = append([]byte(nil), data[len(data)-h:]...)
 	}
-	return n, err
+	n := copy(p, r.out)
+	r.out = r.out[n:]
+	return n, nil
 }
 
-// scanStream wraps the client's side of a raw stream to hostName: the
-// first placeholder of any secret in it cuts the stream and is reported
-// through *found (set before the read that fails returns).
-func (ss *secrets) scanStream(r io.Reader, found **secret) io.Reader {
+// streamHit is what cut a raw stream: secret s's placeholder, or its
+// real value written as spelling.
+type streamHit struct {
+	s        *secret
+	spelling string
+}
+
+// scanStream wraps the client's side of a raw stream: the first
+// placeholder of any secret in it, or the first spelling of a real value,
+// cuts the stream and is reported through *found (set before the read
+// that fails returns).
+func (ss *secrets) scanStream(r io.Reader, found **streamHit) io.Reader {
 	if ss == nil {
 		return r
 	}
 	var mu sync.Mutex
-	return &scanningReader{r: r, s: scanner{m: ss.phs}, found: func(k int) {
+	return &scanningReader{r: r, s: scanner{m: ss.req}, found: func(k int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if *found == nil {
-			*found = ss.list[k]
+			pat := ss.reqPats[k]
+			*found = &streamHit{s: ss.list[pat.s]}
+			if pat.spelling != nil {
+				(*found).spelling = pat.spelling.label
+			}
 		}
 	}}
 }
 
-// streamReason is the log's reason for a raw stream cut at s's
-// placeholder.
-func (ss *secrets) streamReason(s *secret, what, hostName string, port int) string {
-	where := "in " + what
+// inHostName returns the reason to refuse a host name that carries a
+// placeholder or a spelling of a real value ("<hex>.attacker.example"
+// under an allowed wildcard): looking it up would already send it to a
+// resolver. "" when it carries neither. The reason names the host with
+// the value redacted, as the log must show it.
+func (ss *secrets) inHostName(name string) string {
+	if ss == nil {
+		return ""
+	}
+	i, k := ss.hostm.findString(strings.ToLower(name))
+	if i < 0 {
+		return ""
+	}
+	name = ss.redactString(name)
+	pat := ss.reqPats[k]
+	s := ss.list[pat.s]
+	if pat.spelling != nil {
+		return valueReason(s, pat.spelling.label, "in the host name", name)
+	}
+	return exfilReason(s, "in the host name", name)
+}
+
+// streamReason is the log's reason for a raw stream cut at what hit.
+func (ss *secrets) streamReason(hit *streamHit, what, hostName string, port int) string {
+	s, where := hit.s, "in "+what
+	if hit.spelling != "" {
+		return valueReason(s, hit.spelling, where, hostName)
+	}
 	if h, ok := normalizeHost(hostName); ok && s.bound(h, port) {
 		return fmt.Sprintf("exfiltration attempt: %s %s to %s; placeholders are replaced only in HTTP requests the proxy reads", s.name, where, hostName)
 	}
 	return exfilReason(s, where, hostName)
 }
 
-// redactBody makes resp's body (a response that has one) come with every
-// value replaced by its placeholder when it is textual:
+// redactBody makes resp's body (a response that has one), whatever its
+// type, come with every spelling of a value replaced:
 //
 //   - with a Content-Length up to maxSecretBody, it is read whole and
 //     redacted, and Content-Length fixed (buffered is true);
@@ -808,7 +1071,9 @@ func (ss *secrets) streamReason(s *secret, what, hostName string, port int) stri
 //     dropped). Other codings (br, zstd, deflate) are not redacted; they
 //     are never asked for in a request that carries a value.
 //
-// A binary response is not touched.
+// A binary response is redacted too: a value echoed in it is worth more
+// to an attacker than the bytes around it are to anyone, and a base64
+// or hex spelling can hide in any format.
 //
 // streaming, when not nil, reports whether the upstream body has ended
 // (so the connection is the transport's again) while its redacted bytes
@@ -817,21 +1082,15 @@ func (ss *secrets) redactBody(resp *http.Response) (streaming *endTracker, buffe
 	if ss.vals == nil {
 		return nil, false
 	}
-	ct := resp.Header.Get("Content-Type")
-	if !textualResponse(ct) {
-		return nil, false
-	}
 	upstream := &endTracker{r: resp.Body}
 	src := io.Reader(upstream)
 	switch strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))) {
 	case "", "identity":
 		if resp.ContentLength >= 0 && resp.ContentLength <= maxSecretBody {
 			b, err := io.ReadAll(resp.Body)
-			if ct != "" || bytes.IndexByte(b, 0) < 0 {
-				if i, _ := ss.vals.find(b); i >= 0 {
-					b, _, _ = ss.redactor().apply(nil, b, true)
-					resp.ContentLength = int64(len(b))
-				}
+			if i, _ := ss.vals.find(b); i >= 0 {
+				b, _, _ = ss.redactor().apply(nil, b, true)
+				resp.ContentLength = int64(len(b))
 			}
 			r := io.Reader(bytes.NewReader(b))
 			if err != nil {

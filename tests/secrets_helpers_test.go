@@ -183,8 +183,14 @@ func setupSecrets(t *testing.T, s *Sandbox, env, files []string, extra func(g *s
 		"unknown": "deny",
 		"hosts":   map[string]string{boundHost: g.Bound.Addr(), otherHost: g.Other.Addr()},
 	}
+	// MY_API_KEY may go anywhere in a request to its host (the tests send
+	// it in headers, the query and bodies); BOUND_VALUE, a plain host
+	// list, into header fields only.
 	secrets := map[string]any{
-		"env": map[string][]string{"MY_API_KEY": {boundHost}, "BOUND_VALUE": {boundHost}},
+		"env": map[string]any{
+			"MY_API_KEY":  map[string][]string{"hosts": {boundHost}, "inject": {"header", "query", "body"}},
+			"BOUND_VALUE": []string{boundHost},
+		},
 	}
 	cfg := map[string]any{"network": network, "secrets": secrets}
 	var more map[string]any
