@@ -8,18 +8,14 @@ import (
 // defaultSecretFiles are always masked; secrets.files adds to them.
 var defaultSecretFiles = []string{"**/.env", "**/.env.*"}
 
-// EnvFileValue is one secret found in a .env file.
-type EnvFileValue struct {
-	Name, Value string
-}
-
 // MaskEnvFile rewrites a .env file's content so that every value that
-// looks like a secret (or whose name is in forced) becomes
-// placeholder(name); everything else, comments and layout included, is
-// kept. It returns the new content and the secrets it replaced.
-func MaskEnvFile(content []byte, forced map[string]bool, placeholder func(name, value string) string) ([]byte, []EnvFileValue) {
+// looks like a secret (or whose name is in forced) becomes mask(name,
+// value) (the value's placeholder, or for a URL the URL with its password
+// replaced); everything else, comments and layout included, is kept. It
+// returns the new content and the secrets it replaced.
+func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value string) (string, SecretPiece)) ([]byte, []SecretPiece) {
 	var out bytes.Buffer
-	var found []EnvFileValue
+	var found []SecretPiece
 	lines := bytes.SplitAfter(content, []byte("\n"))
 	for _, raw := range lines {
 		line := string(raw)
@@ -51,8 +47,9 @@ func MaskEnvFile(content []byte, forced map[string]bool, placeholder func(name, 
 			out.WriteString(line)
 			continue
 		}
-		found = append(found, EnvFileValue{Name: name, Value: v})
-		out.WriteString(indent + export + name + "=" + quote + placeholder(name, v) + quote + comment + eol)
+		masked, piece := mask(name, v)
+		found = append(found, piece)
+		out.WriteString(indent + export + name + "=" + quote + masked + quote + comment + eol)
 	}
 	return out.Bytes(), found
 }

@@ -223,19 +223,25 @@ const maxEnvFile = 1 << 20
 
 // prepareSecrets writes the masked copies of the plan's .env files and
 // returns every secret the proxy may inject: the environment's (read here,
-// in the host process, never in the plan) and the .env files'.
+// in the host process, never in the plan) and the .env files'. The
+// placeholders are the plan's: the same session key, the environment's
+// values first, so that a .env value equal to the environment's gets the
+// environment's placeholder and another value another one.
 func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, error) {
+	phs := newPlaceholders(plan.SecretKey)
 	var secrets []proxy.Secret
-	envValue := map[string]string{}
+	fromEnv := map[string]bool{}
 	for _, b := range plan.Secrets {
 		v := hostEnv(b.Name)
-		envValue[b.Name] = v
-		if v != "" {
-			secrets = append(secrets, proxy.Secret{Name: b.Name, Placeholder: Placeholder(b.Name, plan.SecretSuffix), Value: v, Hosts: b.Hosts})
+		if v == "" {
+			continue
 		}
+		_, piece := phs.mask(b.Name, v)
+		fromEnv[piece.Placeholder] = true
+		secrets = append(secrets, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts})
 	}
 	if len(plan.EnvFiles) == 0 {
-		return secrets, nil
+		return proxyFinds(secrets), nil
 	}
 	dir := filepath.Dir(plan.EnvFiles[0].Copy)
 	if err := ensurePrivateDir(filepath.Dir(dir)); err != nil {
@@ -248,32 +254,58 @@ func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, er
 	for n := range plan.SecretEnv {
 		forced[n] = true
 	}
-	for i, ef := range plan.EnvFiles {
-		content, err := readBounded(ef.Path, maxEnvFile)
-		if err != nil {
-			content = nil // unreadable or too large: shown empty
-		}
-		masked, found := MaskEnvFile(content, forced, func(name, value string) string {
-			ph := Placeholder(name, plan.SecretSuffix)
-			if ev, ok := envValue[name]; ok && ev != value {
-				ph += fmt.Sprintf("-f%d", i) // same name, another value than the environment's
-			}
-			return ph
-		})
+	seen := fromEnv
+	for _, ef := range plan.EnvFiles {
+		masked, found := MaskEnvFile(readEnvFile(ef.Path), forced, phs.mask)
 		for _, fv := range found {
-			ph := Placeholder(fv.Name, plan.SecretSuffix)
-			if ev, ok := envValue[fv.Name]; ok && ev != fv.Value {
-				ph += fmt.Sprintf("-f%d", i)
-			} else if ok {
-				continue // already a secret from the environment
+			if seen[fv.Placeholder] {
+				continue // the environment's value, or one an earlier file had
 			}
-			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: ph, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv)})
+			seen[fv.Placeholder] = true
+			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: fv.Placeholder, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv)})
 		}
 		if err := os.WriteFile(ef.Copy, masked, 0o600); err != nil {
 			return nil, fmt.Errorf("writing the masked copy of %s: %w", ef.Path, err)
 		}
 	}
-	return secrets, nil
+	return proxyFinds(secrets), nil
+}
+
+// proxyFinds keeps the secrets whose placeholders the proxy can find in a
+// request: it looks for proxy.PlaceholderPrefix, which a shaped
+// placeholder (ghp_jail…) does not start with. Such a secret stays a
+// placeholder inside, and is not injected, until the proxy finds every
+// shape.
+func proxyFinds(list []proxy.Secret) []proxy.Secret {
+	var out []proxy.Secret
+	for _, s := range list {
+		if strings.HasPrefix(s.Placeholder, proxy.PlaceholderPrefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// readEnvFile is the content of a .env file to mask, or nothing when it
+// cannot be read safely: only a regular file of at most maxEnvFile bytes
+// is read, opened without following a last symlink (the plan resolved it)
+// and without blocking, so that a name leading to a FIFO, a terminal or a
+// device shows an empty file instead of hanging or reading a stream.
+func readEnvFile(path string) []byte {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxEnvFile {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxEnvFile+1))
+	if err != nil || len(b) > maxEnvFile {
+		return nil
+	}
+	return b
 }
 
 // readBounded reads a file of at most max bytes.

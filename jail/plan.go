@@ -77,9 +77,9 @@ type Facts struct {
 	// settings: kept read-only like the settings themselves.
 	AgentPrograms []string
 
-	Env          []string // the host environment
-	Session      string   // random session id
-	SecretSuffix string   // random suffix of this session's placeholders
+	Env       []string   // the host environment
+	Session   string     // random session id
+	SecretKey SessionKey // the session's placeholder key: never printed, never inside
 
 	SessionDir string // host directory for this session's sockets
 	CADir      string // host directory of the per-user CA
@@ -310,10 +310,10 @@ type Plan struct {
 	CommandDeny, CommandAllow []string
 	StateDir                  string // host: the decision log
 
-	SecretSuffix string
-	Secrets      []SecretBinding
-	SecretEnv    map[string][]string // secrets.env bindings, for names found in .env files
-	EnvFiles     []EnvFile
+	SecretKey SessionKey `json:"-"` // never printed, never inside
+	Secrets   []SecretBinding
+	SecretEnv map[string][]string // secrets.env bindings, for names found in .env files
+	EnvFiles  []EnvFile
 	// AgentFiles are agent files shown inside as session copies and
 	// merged back after exit without their command-bearing keys.
 	AgentFiles []AgentFile
@@ -847,8 +847,8 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.CommandDeny, p.CommandAllow = nil, nil
 	}
 	p.StateDir = f.StateDir
-	p.Env = PlanEnv(f.Env, pol, f.SecretSuffix, f.Session, jailVars)
-	p.SecretSuffix = f.SecretSuffix
+	p.Env = PlanEnv(f.Env, pol, f.SecretKey, f.Session, jailVars)
+	p.SecretKey = f.SecretKey
 	p.SecretEnv = pol.Secrets.Env
 	p.Secrets = Bindings(p.Env.Placeholders, pol)
 
