@@ -86,6 +86,7 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		return nil, err
 	}
 	statGuardFacts(f, pol.ProjectRoot)
+	f.EnvFileSecrets = envFileSecrets(pol, f)
 	if err := f.findHardLinks(pol); err != nil {
 		return nil, err
 	}

@@ -217,10 +217,6 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// maxEnvFile bounds the .env files jail rewrites; a larger one is shown
-// inside as empty rather than risk passing a secret through.
-const maxEnvFile = 1 << 20
-
 // prepareSecrets writes the masked copies of the plan's .env files and
 // returns every secret the proxy may inject: the environment's (read here,
 // in the host process, never in the plan) and the .env files'. The
@@ -284,28 +280,6 @@ func proxyFinds(list []proxy.Secret) []proxy.Secret {
 		}
 	}
 	return out
-}
-
-// readEnvFile is the content of a .env file to mask, or nothing when it
-// cannot be read safely: only a regular file of at most maxEnvFile bytes
-// is read, opened without following a last symlink (the plan resolved it)
-// and without blocking, so that a name leading to a FIFO, a terminal or a
-// device shows an empty file instead of hanging or reading a stream.
-func readEnvFile(path string) []byte {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxEnvFile {
-		return nil
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxEnvFile+1))
-	if err != nil || len(b) > maxEnvFile {
-		return nil
-	}
-	return b
 }
 
 // readBounded reads a file of at most max bytes.

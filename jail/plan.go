@@ -77,9 +77,12 @@ type Facts struct {
 	// settings: kept read-only like the settings themselves.
 	AgentPrograms []string
 
-	Env       []string   // the host environment
-	Session   string     // random session id
-	SecretKey SessionKey // the session's placeholder key: never printed, never inside
+	Env []string // the host environment
+	// EnvFileSecrets are the names (never the values) of the secrets in
+	// each .env file, by the host path read (a symlink's target).
+	EnvFileSecrets map[string][]string
+	Session        string     // random session id
+	SecretKey      SessionKey // the session's placeholder key: never printed, never inside
 
 	SessionDir string // host directory for this session's sockets
 	CADir      string // host directory of the per-user CA
@@ -382,8 +385,9 @@ type PathPlaceholder struct {
 
 // EnvFile is a .env file the jail sees as a masked copy.
 type EnvFile struct {
-	Path string // host path of the file read (a symlink's target), and where the copy is bound inside
-	Copy string // host path of the masked copy, written before the jail starts
+	Path  string   // host path of the file read (a symlink's target), and where the copy is bound inside
+	Copy  string   // host path of the masked copy, written before the jail starts
+	Names []string // the secrets' names the file held while facts were gathered
 }
 
 // ErrUnsupported marks a protection the machine lacks.
@@ -877,7 +881,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 		copied[dest] = true
 		cp := filepath.Join(f.SessionDir, fmt.Sprintf("env-%d", len(p.EnvFiles)))
-		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: src, Copy: cp})
+		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: src, Copy: cp, Names: f.EnvFileSecrets[src]})
 		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: dest, Why: "secrets masked"})
 	}
 
@@ -1102,16 +1106,7 @@ func (p *Plan) String() string {
 	}
 	if len(p.Secrets) > 0 || len(p.EnvFiles) > 0 {
 		b.WriteString("\nsecrets (placeholders inside; the proxy injects real values only toward these hosts)\n")
-		for _, s := range p.Secrets {
-			where := strings.Join(s.Hosts, " ")
-			if where == "" {
-				where = `nowhere (bind it with "secrets": {"env": {"` + s.Name + `": ["HOST"]}})`
-			}
-			fmt.Fprintf(&b, "  %-24s -> %s\n", s.Name, where)
-		}
-		for _, e := range p.EnvFiles {
-			fmt.Fprintf(&b, "  file %s: secret values masked (bound by name as above, or by secrets.env)\n", e.Path)
-		}
+		writeSecrets(&b, p)
 	}
 	for _, d := range p.CreateDirs {
 		fmt.Fprintf(&b, "\ncreates    %s (allowWrite, missing)\n", d)
@@ -1227,6 +1222,44 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 		vars[k] = CABundlePath
 	}
 	return n, ops, vars
+}
+
+// writeSecrets writes the secrets section of the plan: where each secret
+// of the environment may be injected, what each .env file masks, and
+// where the secrets found only in .env files may be injected. An unbound
+// secret is still a placeholder inside; its line says what to add to
+// jail.json to bind it.
+func writeSecrets(b *strings.Builder, p *Plan) {
+	line := func(name, label string, hosts []string) {
+		where := strings.Join(hosts, " ")
+		if where == "" {
+			where = `nowhere; to bind it add to jail.json: "secrets": {"env": {"` + name + `": ["HOST"]}}`
+		}
+		fmt.Fprintf(b, "  %-24s -> %s\n", label, where)
+	}
+	listed := map[string]bool{}
+	for _, s := range p.Secrets {
+		listed[s.Name] = true
+		line(s.Name, s.Name, s.Hosts)
+	}
+	var fileOnly []string
+	for _, e := range p.EnvFiles {
+		masked := ""
+		if len(e.Names) > 0 {
+			masked = ": " + strings.Join(e.Names, " ")
+		}
+		fmt.Fprintf(b, "  file %s: secret values masked%s\n", e.Path, masked)
+		for _, n := range e.Names {
+			if !listed[n] {
+				listed[n] = true
+				fileOnly = append(fileOnly, n)
+			}
+		}
+	}
+	sort.Strings(fileOnly)
+	for _, n := range fileOnly {
+		line(n, n+" (.env)", secretHosts(n, p.SecretEnv))
+	}
 }
 
 // secretFiles are the absolute glob patterns of files whose secret values

@@ -163,6 +163,15 @@ func TestPlanGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := fakeFacts(tt.extra, tt.matches)
+			if tt.name == "secrets" {
+				// Names only, as facts gathering reads them: one also in
+				// the environment, one bound by secrets.env, one unbound.
+				f.EnvFileSecrets = map[string][]string{
+					"/home/u/proj/.env":           {"ANTHROPIC_API_KEY", "DB_PASSWORD"},
+					"/home/u/proj/sub/.env.local": {"DB_PASSWORD", "STRIPE_SECRET_KEY"},
+				}
+				f.Env = append(f.Env, "REDIS_URL=redis://:pw@cache:6379/0")
+			}
 			if tt.name == "hard-link" {
 				f.HardLinks = []string{"/home/u/proj/innocent.txt"}
 				f.Paths["/home/u/proj/innocent.txt"] = PathInfo{Exists: true}
