@@ -867,22 +867,52 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 	sort.Strings(envFiles)
-	// A .env that is a symlink is masked where its target appears inside
-	// (the link leads there); a target outside every bind dangles.
+	// A .env that is a symlink is masked wherever its target appears
+	// inside: at its host path, and under every bind whose source holds it
+	// (allowRead ~/link-dir -> ~/real-dir shows ~/real-dir/x as
+	// ~/link-dir/x, where a link may lead). A target outside every bind
+	// dangles inside. One copy per file read, bound at each of its names.
+	views := func(path string) [][2]string {
+		var out [][2]string
+		if dest, src, ok := inJail(path); ok {
+			out = append(out, [2]string{dest, src})
+		}
+		in := f.info(path)
+		if in.Link == "" {
+			return out
+		}
+		for _, b := range binds {
+			if b.src == b.dest || !under(in.Resolved, b.src) {
+				continue
+			}
+			d := b.dest + strings.TrimPrefix(in.Resolved, b.src)
+			if c, ok := cover(d); ok && c == b {
+				out = append(out, [2]string{d, in.Resolved})
+			}
+		}
+		return out
+	}
 	copied := map[string]bool{}
+	copies := map[string]string{} // host file read -> its masked copy
 	for _, ef := range union(nil, envFiles) {
 		in := f.info(ef)
 		if !in.Exists || in.Dir || in.Unreadable {
 			continue
 		}
-		dest, src, ok := inJail(ef)
-		if !ok || copied[dest] || maskSet[dest] || coveredBy(dest, maskSet) {
-			continue
+		for _, v := range views(ef) {
+			dest, src := v[0], v[1]
+			if copied[dest] || maskSet[dest] || coveredBy(dest, maskSet) {
+				continue
+			}
+			copied[dest] = true
+			cp, ok := copies[src]
+			if !ok {
+				cp = filepath.Join(f.SessionDir, fmt.Sprintf("env-%d", len(p.EnvFiles)))
+				copies[src] = cp
+				p.EnvFiles = append(p.EnvFiles, EnvFile{Path: src, Copy: cp, Names: f.EnvFileSecrets[src]})
+			}
+			p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: dest, Why: "secrets masked"})
 		}
-		copied[dest] = true
-		cp := filepath.Join(f.SessionDir, fmt.Sprintf("env-%d", len(p.EnvFiles)))
-		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: src, Copy: cp, Names: f.EnvFileSecrets[src]})
-		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: dest, Why: "secrets masked"})
 	}
 
 	// Agent files the agent rewrites as it runs: a session copy wherever
