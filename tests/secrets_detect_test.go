@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -290,6 +291,14 @@ func TestSecretsDetectSymlinks(t *testing.T) {
 			"config/.env.loop1": ".env.loop2",
 			"config/.env.loop2": ".env.loop1",
 		}
+		// A FIFO named .env (a jailed command can leave one in the project
+		// for the next run), and a link to it: reading either must not
+		// hang jail's start.
+		if err := syscall.Mkfifo(s.Project+"/.env.fifo", 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.chownUp(s.Project + "/.env.fifo")
+		links[".env.tofifo"] = ".env.fifo"
 		os.MkdirAll(s.Project+"/sub", 0o755)
 		s.chownUp(s.Project + "/sub/x")
 		for name, target := range links {
@@ -299,7 +308,7 @@ func TestSecretsDetectSymlinks(t *testing.T) {
 			s.chownUp(filepath.Join(s.Project, name))
 		}
 		script := `
-			for f in .env.local .env.chain sub/.env .env.home .env.linked ` + s.Home + `/link-dir/app.settings .env.hidden .env.proc .env.stdin .env.dangling .env.dir config/.env.loop1 \
+			for f in .env.local .env.chain sub/.env .env.home .env.linked ` + s.Home + `/link-dir/app.settings .env.hidden .env.proc .env.stdin .env.dangling .env.dir config/.env.loop1 .env.fifo .env.tofifo \
 				config/local.settings config/chain.settings ` + s.Home + `/shared/app.settings; do
 				echo "==$f"; timeout 10 cat "$f" 2>&1 | tr '\0' '\n'; echo "exit=$?"
 			done
@@ -339,7 +348,7 @@ func TestSecretsDetectSymlinks(t *testing.T) {
 		if proc := envMap(section(r.Stdout, ".env.proc")); !regexp.MustCompile(`^` + generic("ENV_TOKEN") + `$`).MatchString(proc["ENV_TOKEN"]) {
 			t.Errorf(".env.proc (-> /proc/self/environ) inside: want the reader's own environment, with ENV_TOKEN a placeholder; got %q", proc["ENV_TOKEN"])
 		}
-		for _, v := range []string{".env.local", ".env.chain", ".env.stdin", ".env.dangling", ".env.dir", "config/.env.loop1"} {
+		for _, v := range []string{".env.local", ".env.chain", ".env.stdin", ".env.dangling", ".env.dir", "config/.env.loop1", ".env.fifo", ".env.tofifo"} {
 			if sec := section(r.Stdout, v); strings.Contains(sec, "exit=124") {
 				t.Errorf("reading %s inside hung:\n%s", v, sec)
 			}
