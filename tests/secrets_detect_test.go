@@ -401,3 +401,50 @@ func TestSecretsDetectPlan(t *testing.T) {
 		}
 	})
 }
+
+// The password of a URL is a secret of its own: bound by the variable's
+// name in secrets.env, the placeholder a client takes out of the URL and
+// sends in a header reaches the bound host as the real password, and is
+// refused toward a host it is not bound to; the server never sees the
+// whole URL or the placeholder.
+func TestSecretsDetectURLPasswordInjected(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		pass := "UrlPass" + randFrom(alnumChars, 16)
+		g := setupSecrets(t, s, []string{"MY_API_KEY"}, nil, func(g *secretsRig) map[string]any {
+			g.Real["UPSTREAM_PASSWORD"] = pass
+			return map[string]any{"secrets": map[string]any{"env": map[string][]string{"UPSTREAM_URL": {boundHost}}}}
+		})
+		s.Env = append(s.Env, "UPSTREAM_URL=https://deploy:"+pass+"@"+boundHost+"/v1")
+		r := s.Sh(probeSh + `
+			PW=$(python3 -c 'import os, urllib.parse; print(urllib.parse.urlsplit(os.environ["UPSTREAM_URL"]).password)')
+			echo "pw=$PW"
+			probe bound -H "x-api-key: $PW" https://` + boundHost + `/detect-url
+			probe other -H "x-api-key: $PW" https://` + otherHost + `/detect-url-other`)
+		g.noReal(t, "the jail's output", r.Stdout+r.Stderr)
+		ph := envMap(r.Stdout)["pw"]
+		if !regexp.MustCompile(`^` + generic("UPSTREAM_URL") + `$`).MatchString(ph) {
+			t.Fatalf("the URL's password inside: %q, want its placeholder:\n%s", ph, r)
+		}
+		ps := probes(t, r)
+		if p := getProbe(t, ps, r, "bound"); p.HTTP != "200" {
+			t.Errorf("the request to the bound host: %s", p)
+		}
+		got := g.Bound.At("/detect-url")
+		if len(got) != 1 || got[0].Header.Get("X-Api-Key") != pass {
+			t.Errorf("the bound host must receive the real password in x-api-key; got %v", got)
+		}
+		if p := getProbe(t, ps, r, "other"); p.HTTP != "403" {
+			t.Errorf("the placeholder toward a host it is not bound to: want 403 from the proxy, got %s", p)
+		}
+		if reqs := g.Other.At("/detect-url-other"); len(reqs) > 0 {
+			t.Errorf("the other host received the request: %v", reqs)
+		}
+		for _, srv := range []*echoServer{g.Bound, g.Other} {
+			if c := srv.Containing(ph); len(c) > 0 {
+				t.Errorf("a server received the placeholder: %v", c)
+			}
+		}
+	})
+}
