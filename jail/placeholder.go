@@ -56,6 +56,9 @@ var secretShapes = []secretShape{
 	{name: "github-fine-grained", re: regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{22,}$`), keep: "github_pat_", mark: "jail", alphabet: alnum},
 	{name: "gitlab", re: regexp.MustCompile(`^glpat-[A-Za-z0-9_-]{20,}$`), keep: "glpat-", mark: "jail", alphabet: alnum},
 	{name: "slack", re: regexp.MustCompile(`^(xox[abpr]-)[A-Za-z0-9-]{10,}$`), mark: "jail-", alphabet: alnum},
+	// An access key id is 20 characters, which leave 12 random ones (60
+	// bits) after AKIAJAIL: enough, since they come from the session key
+	// and never from the id, which is not itself the secret.
 	{name: "aws-key-id", re: regexp.MustCompile(`^(AKIA|ASIA)[A-Z0-9]{16}$`), mark: "JAIL", alphabet: base32Up, length: 20},
 	{name: "google", re: regexp.MustCompile(`^AIza[A-Za-z0-9_-]{35}$`), keep: "AIza", mark: "jail", alphabet: alnum, length: 39},
 	{name: "npm", re: regexp.MustCompile(`^npm_[A-Za-z0-9]{36}$`), keep: "npm_", mark: "jail", alphabet: alnum},
@@ -131,13 +134,12 @@ func (k SessionKey) Placeholder(name, value string, ord int) string {
 		keep = m[1]
 	}
 	head := keep + s.mark
-	n := s.length
-	if n == 0 {
-		n = len(value)
+	if s.length > 0 {
+		return head + rnd(s.alphabet, s.length-len(head))
 	}
-	// At least 12 random characters (60 bits in base32, 71 in alnum): a
+	// The value's length, but at least 13 random characters (77 bits): a
 	// short value still gets an unguessable placeholder.
-	return head + rnd(s.alphabet, max(n-len(head), 12))
+	return head + rnd(s.alphabet, max(len(value)-len(head), 13))
 }
 
 // placeholderName is name with every byte a placeholder may not hold
