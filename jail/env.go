@@ -95,8 +95,8 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 	var ep EnvPlan
 	for _, kv := range host {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || name == "" {
-			continue
+		if _, dup := vars[name]; !ok || name == "" || dup {
+			continue // a name twice: the first, as getenv reads it
 		}
 		switch {
 		case droppedEnv[name] || strings.HasPrefix(name, "JAIL_"):

@@ -225,19 +225,33 @@ func fileExists(p string) bool {
 // environment's placeholder and another value another one.
 func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, error) {
 	phs := newPlaceholders(plan.SecretKey)
-	var secrets []proxy.Secret
-	fromEnv := map[string]bool{}
+	secrets := envSecrets(plan, hostEnv, phs)
+	files, err := maskEnvFiles(plan, phs, secrets)
+	if err != nil {
+		return nil, err
+	}
+	return proxyFinds(append(secrets, files...)), nil
+}
+
+// envSecrets are the secrets of the environment the plan made
+// placeholders of, in the plan's order.
+func envSecrets(plan *Plan, hostEnv func(string) string, phs *placeholders) []proxy.Secret {
+	var out []proxy.Secret
 	for _, b := range plan.Secrets {
 		v := hostEnv(b.Name)
-		if v == "" {
-			continue
+		_, piece := phs.mask(b.Name, v) // an empty value too: it holds its ordinal, as in PlanEnv
+		if v != "" {
+			out = append(out, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts})
 		}
-		_, piece := phs.mask(b.Name, v)
-		fromEnv[piece.Placeholder] = true
-		secrets = append(secrets, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts})
 	}
+	return out
+}
+
+// maskEnvFiles writes the masked copy of each of the plan's .env files and
+// returns the secrets found in them that known does not already hold.
+func maskEnvFiles(plan *Plan, phs *placeholders, known []proxy.Secret) ([]proxy.Secret, error) {
 	if len(plan.EnvFiles) == 0 {
-		return proxyFinds(secrets), nil
+		return nil, nil
 	}
 	dir := filepath.Dir(plan.EnvFiles[0].Copy)
 	if err := ensurePrivateDir(filepath.Dir(dir)); err != nil {
@@ -250,21 +264,24 @@ func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, er
 	for n := range plan.SecretEnv {
 		forced[n] = true
 	}
-	seen := fromEnv
+	seen := map[string]bool{}
+	for _, s := range known {
+		seen[s.Placeholder] = true
+	}
+	var out []proxy.Secret
 	for _, ef := range plan.EnvFiles {
 		masked, found := MaskEnvFile(readEnvFile(ef.Path), forced, phs.mask)
 		for _, fv := range found {
-			if seen[fv.Placeholder] {
-				continue // the environment's value, or one an earlier file had
+			if !seen[fv.Placeholder] {
+				seen[fv.Placeholder] = true
+				out = append(out, proxy.Secret{Name: fv.Name, Placeholder: fv.Placeholder, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv)})
 			}
-			seen[fv.Placeholder] = true
-			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: fv.Placeholder, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv)})
 		}
 		if err := os.WriteFile(ef.Copy, masked, 0o600); err != nil {
 			return nil, fmt.Errorf("writing the masked copy of %s: %w", ef.Path, err)
 		}
 	}
-	return proxyFinds(secrets), nil
+	return out, nil
 }
 
 // proxyFinds keeps the secrets whose placeholders the proxy can find in a
