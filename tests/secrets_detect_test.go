@@ -45,6 +45,7 @@ type detectCase struct {
 	// A URL: what it must parse to inside, the password being the
 	// placeholder.
 	user, host, port, path string
+	userSecret             bool // the user is the secret (a Sentry DSN's key)
 }
 
 func detectCases() []detectCase {
@@ -104,6 +105,13 @@ func detectCases() []detectCase {
 			user: u.user, host: u.host, port: u.port, path: u.path,
 		})
 	}
+	// A DSN whose user is the key: the user is replaced.
+	key := randFrom("0123456789abcdef", 32)
+	cs = append(cs, detectCase{
+		name: "SENTRY_DSN", value: "https://" + key + "@o1.ingest.sentry.test/42", real: key,
+		want: `https://` + generic("SENTRY_DSN") + regexp.QuoteMeta("@o1.ingest.sentry.test/42"),
+		host: "o1.ingest.sentry.test", path: "/42", userSecret: true,
+	})
 	return cs
 }
 
@@ -233,6 +241,9 @@ func TestSecretsDetectEnvAndDotenv(t *testing.T) {
 				}
 				ph := regexp.MustCompile(generic(c.name)).FindString(env[c.name])
 				want := []string{orDash(c.user), ph, c.host, orDash(c.port), c.path}
+				if c.userSecret {
+					want[0], want[1] = ph, "-"
+				}
 				if strings.Join(parsed[c.name], " ") != strings.Join(want, " ") || ph == "" {
 					t.Errorf("%s parsed by %s inside: %v, want user, password (the placeholder), host, port, path %v:\n%s", c.name, tool, parsed[c.name], want, section(r.Stdout, tool))
 				}
