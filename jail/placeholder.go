@@ -49,7 +49,7 @@ type secretShape struct {
 // variable's name, most specific first. Detection and placeholders both
 // read this table.
 var secretShapes = []secretShape{
-	{name: "anthropic", re: regexp.MustCompile(`^(sk-ant-(?:[a-z]+[0-9]*-)?)[A-Za-z0-9_-]{20,}$`), mark: "jail", alphabet: alnum},
+	{name: "anthropic", re: regexp.MustCompile(`^(sk-ant-(?:[a-z]{3,5}[0-9]{2}-)?)[A-Za-z0-9_-]{20,}$`), mark: "jail", alphabet: alnum},
 	{name: "openai-project", re: regexp.MustCompile(`^sk-proj-[A-Za-z0-9_-]{20,}$`), keep: "sk-proj-", mark: "jail", alphabet: alnum},
 	{name: "openai", re: regexp.MustCompile(`^sk-[A-Za-z0-9_-]{29,}$`), keep: "sk-", mark: "jail", alphabet: alnum},
 	{name: "github", re: regexp.MustCompile(`^(gh[pousr]_)[A-Za-z0-9]{16,}$`), mark: "jail", alphabet: alnum, length: 40},
@@ -63,7 +63,7 @@ var secretShapes = []secretShape{
 	{name: "google", re: regexp.MustCompile(`^AIza[A-Za-z0-9_-]{35}$`), keep: "AIza", mark: "jail", alphabet: alnum, length: 39},
 	{name: "npm", re: regexp.MustCompile(`^npm_[A-Za-z0-9]{36}$`), keep: "npm_", mark: "jail", alphabet: alnum},
 	{name: "jwt", re: regexp.MustCompile(`^(eyJ[A-Za-z0-9_-]+)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`), check: jwtHeader, build: jwtPlaceholder},
-	{name: "pem", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`)},
+	{name: "pem", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)},
 }
 
 // shapeOf returns the format of a value, or nil when it has none known.

@@ -37,6 +37,9 @@ var shapeCases = []struct {
 	{"pem", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n-----END OPENSSH PRIVATE KEY-----\n", regexp.MustCompile(`^jail-secret-K-[A-Za-z0-9]{16}$`), false},
 	{"pem", `-----BEGIN RSA PRIVATE KEY-----\nMIIEow==\n-----END RSA PRIVATE KEY-----`, regexp.MustCompile(`^jail-secret-K-[A-Za-z0-9]{16}$`), false},
 	{"pem", "-----BEGIN PRIVATE KEY-----MIIE-----END PRIVATE KEY-----", regexp.MustCompile(`^jail-secret-K-`), false},
+	{"pem", "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----", regexp.MustCompile(`^jail-secret-K-`), false},
+	{"anthropic", "sk-ant-" + strings.Repeat("k", 40), regexp.MustCompile(`^sk-ant-jail[A-Za-z0-9]{36}$`), true},
+	{"anthropic", "sk-ant-secretword-" + strings.Repeat("k", 40), regexp.MustCompile(`^sk-ant-jail[A-Za-z0-9]+$`), true},
 }
 
 // testJWT is {"alg":"HS256","typ":"JWT"}.{"sub":"1234567890"}.signature.
