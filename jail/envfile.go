@@ -69,7 +69,7 @@ func envValue(value, eol string, more []string) (ev dotenvValue, last int) {
 	q := v[:1]
 	rest := v[1:]
 	for {
-		if end := strings.Index(rest, q); end >= 0 {
+		if end := closingQuote(rest, q[0]); end >= 0 {
 			ev.v, ev.quote, ev.comment = rest[:end], q, strings.TrimRight(rest[end+1:], "\r\n")
 			return ev, last
 		}
@@ -83,4 +83,18 @@ func envValue(value, eol string, more []string) (ev dotenvValue, last int) {
 		rest += strings.TrimRight(more[last], "\r\n")
 		last++
 	}
+}
+
+// closingQuote is the index of the quote q that closes s, or -1: inside
+// double quotes a backslash escapes the next byte (KEY="a\"b" is a"b).
+func closingQuote(s string, q byte) int {
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && q == '"':
+			i++
+		case s[i] == q:
+			return i
+		}
+	}
+	return -1
 }

@@ -92,3 +92,16 @@ func TestPlanEnvFileThroughLinkedBind(t *testing.T) {
 		t.Errorf("want one copy per file read (2), got %+v", p.EnvFiles)
 	}
 }
+
+// An escaped quote does not end a double-quoted value: no tail of the
+// secret is left after the placeholder.
+func TestMaskEnvFileEscapedQuote(t *testing.T) {
+	in := `DB_PASSWORD="abc\"tail-of-the-secret" # c` + "\nSINGLE_TOKEN='x\\'\n"
+	got, found := MaskEnvFile([]byte(in), nil, newPlaceholders("k").mask)
+	if strings.Contains(string(got), "tail-of-the-secret") || len(found) != 2 || found[0].Value != `abc\"tail-of-the-secret` || found[1].Value != `x\` {
+		t.Errorf("masked %q, found %+v", got, found)
+	}
+	if !strings.HasSuffix(strings.SplitN(string(got), "\n", 2)[0], `" # c`) {
+		t.Errorf("the comment after the closing quote is lost: %q", got)
+	}
+}
