@@ -3,8 +3,6 @@ package jail
 import (
 	"sort"
 	"strings"
-
-	"github.com/jailsh/jail/proxy"
 )
 
 // secretNames are well-known variables that hold credentials.
@@ -15,18 +13,23 @@ var secretNames = map[string]bool{
 	"NPM_TOKEN": true, "NODE_AUTH_TOKEN": true, "PYPI_TOKEN": true, "CARGO_REGISTRY_TOKEN": true,
 	"HF_TOKEN": true, "HUGGING_FACE_HUB_TOKEN": true, "SLACK_TOKEN": true, "DATABASE_URL": true,
 	"AZURE_CLIENT_SECRET": true, "GOOGLE_APPLICATION_CREDENTIALS": true, "DOCKER_AUTH_CONFIG": true,
+	"PGPASSWORD": true, "MYSQL_PWD": true, "MYSQL_PASSWORD": true, "REDIS_PASSWORD": true,
+	"SENTRY_DSN": true, "SENTRY_AUTH_TOKEN": true, "STRIPE_SECRET_KEY": true, "TWILIO_AUTH_TOKEN": true,
 }
 
-// secretSuffixes mark a variable as secret by the end of its name.
+// secretSuffixes mark a variable as secret by the end of its name. Each
+// starts with '_' so that PWD and OLDPWD (directories) are not taken for
+// a *_PWD password; names ending in _PATH, _FILE or _DIR name files and
+// are never secret by suffix.
 var secretSuffixes = []string{
-	"_API_KEY", "_APIKEY", "_TOKEN", "_SECRET", "_SECRET_KEY", "_PASSWORD", "_PASSWD",
-	"_ACCESS_KEY", "_PRIVATE_KEY", "_AUTH", "_CREDENTIALS", "_ACCESS_TOKEN",
+	"_API_KEY", "_APIKEY", "_TOKEN", "_SECRET", "_SECRET_KEY", "_CLIENT_SECRET", "_WEBHOOK_SECRET",
+	"_PASSWORD", "_PASSWD", "_PASS", "_PWD", "_PASSPHRASE",
+	"_ACCESS_KEY", "_PRIVATE_KEY", "_SIGNING_KEY", "_ENCRYPTION_KEY", "_MASTER_KEY",
+	"_AUTH", "_CREDENTIALS", "_ACCESS_TOKEN", "_DSN", "_CONNECTION_STRING", "_CONN_STRING",
 }
 
-// secretValuePrefixes mark a value as a credential whatever its name.
-var secretValuePrefixes = []string{
-	"sk-ant-", "sk-proj-", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "AKIA", "npm_",
-}
+// notSecretSuffixes name files and directories, not their content.
+var notSecretSuffixes = []string{"_PATH", "_FILE", "_DIR", "_HOME"}
 
 // droppedEnv are host variables that point at host services the jail hides
 // (agents, buses, runtime directories); passing them only confuses tools.
@@ -36,28 +39,30 @@ var droppedEnv = map[string]bool{
 	"LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true,
 }
 
-// LooksSecret reports whether a variable name or value looks like a credential.
+// LooksSecret reports whether a variable holds a credential: by its
+// name, by the format of its value (secretShapes), or as a URL with a
+// password.
 func LooksSecret(name, value string) bool {
-	if secretNames[name] {
+	return secretName(name) || shapeOf(value) != nil || urlPassword(value) != nil
+}
+
+// secretName reports whether a variable's name marks it as a credential.
+func secretName(name string) bool {
+	upper := strings.ToUpper(name)
+	if secretNames[upper] {
 		return true
 	}
-	upper := strings.ToUpper(name)
+	for _, s := range notSecretSuffixes {
+		if strings.HasSuffix(upper, s) {
+			return false
+		}
+	}
 	for _, s := range secretSuffixes {
 		if strings.HasSuffix(upper, s) {
 			return true
 		}
 	}
-	for _, p := range secretValuePrefixes {
-		if len(value) > len(p)+8 && strings.HasPrefix(value, p) {
-			return true
-		}
-	}
 	return false
-}
-
-// Placeholder is the value a secret variable has inside the jail.
-func Placeholder(name, suffix string) string {
-	return proxy.PlaceholderPrefix + name + "-" + suffix
 }
 
 // EnvPlan is the jailed command's environment and what was masked.
@@ -71,8 +76,9 @@ type EnvPlan struct {
 // become placeholders (unless env.pass names them), variables naming hidden
 // host services are dropped, env.set is applied (with ~/ expanded as
 // expandHome says, and ProjectToken), and jail's own variables (the proxy,
-// the CA bundle) last.
-func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[string]string) EnvPlan {
+// the CA bundle) last. The placeholders are the session key's
+// (SessionKey.Placeholder): prepareSecrets derives the same ones.
+func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVars map[string]string) EnvPlan {
 	pass := map[string]bool{}
 	for _, n := range pol.Env.Pass {
 		pass[n] = true
@@ -85,18 +91,19 @@ func PlanEnv(host []string, pol *Policy, suffix, session string, jailVars map[st
 		forced[n] = true
 	}
 	vars := map[string]string{}
+	phs := newPlaceholders(key)
 	var ep EnvPlan
 	for _, kv := range host {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || name == "" {
-			continue
+		if _, dup := vars[name]; !ok || name == "" || dup {
+			continue // a name twice: the first, as getenv reads it
 		}
 		switch {
 		case droppedEnv[name] || strings.HasPrefix(name, "JAIL_"):
 			ep.Dropped = append(ep.Dropped, name)
 			continue
 		case forced[name] || (!pass[name] && LooksSecret(name, value)):
-			value = Placeholder(name, suffix)
+			value, _ = phs.mask(name, value)
 			ep.Placeholders = append(ep.Placeholders, name)
 		}
 		vars[name] = value

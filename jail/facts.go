@@ -63,7 +63,7 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		Matches:       map[string][]string{},
 		Env:           os.Environ(),
 		Session:       randomHex(8),
-		SecretSuffix:  randomHex(12),
+		SecretKey:     newSessionKey(),
 	}
 	f.CADir = filepath.Join(UserConfigDir(home, os.Getenv), "ca")
 	f.Bundle = filepath.Join(f.CADir, "bundle.pem")
@@ -86,6 +86,7 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		return nil, err
 	}
 	statGuardFacts(f, pol.ProjectRoot)
+	f.EnvFileSecrets = envFileSecrets(pol, f)
 	if err := f.findHardLinks(pol); err != nil {
 		return nil, err
 	}

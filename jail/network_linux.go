@@ -217,25 +217,41 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// maxEnvFile bounds the .env files jail rewrites; a larger one is shown
-// inside as empty rather than risk passing a secret through.
-const maxEnvFile = 1 << 20
-
 // prepareSecrets writes the masked copies of the plan's .env files and
 // returns every secret the proxy may inject: the environment's (read here,
-// in the host process, never in the plan) and the .env files'.
+// in the host process, never in the plan) and the .env files'. The
+// placeholders are the plan's: the same session key, the environment's
+// values first, so that a .env value equal to the environment's gets the
+// environment's placeholder and another value another one.
 func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, error) {
-	var secrets []proxy.Secret
-	envValue := map[string]string{}
+	phs := newPlaceholders(plan.SecretKey)
+	secrets := envSecrets(plan, hostEnv, phs)
+	files, err := maskEnvFiles(plan, phs, secrets)
+	if err != nil {
+		return nil, err
+	}
+	return append(secrets, files...), nil
+}
+
+// envSecrets are the secrets of the environment the plan made
+// placeholders of, in the plan's order.
+func envSecrets(plan *Plan, hostEnv func(string) string, phs *placeholders) []proxy.Secret {
+	var out []proxy.Secret
 	for _, b := range plan.Secrets {
 		v := hostEnv(b.Name)
-		envValue[b.Name] = v
+		_, piece := phs.mask(b.Name, v) // an empty value too: it holds its ordinal, as in PlanEnv
 		if v != "" {
-			secrets = append(secrets, proxy.Secret{Name: b.Name, Placeholder: Placeholder(b.Name, plan.SecretSuffix), Value: v, Hosts: b.Hosts, Inject: b.Inject})
+			out = append(out, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts, Inject: b.Inject})
 		}
 	}
+	return out
+}
+
+// maskEnvFiles writes the masked copy of each of the plan's .env files and
+// returns the secrets found in them that known does not already hold.
+func maskEnvFiles(plan *Plan, phs *placeholders, known []proxy.Secret) ([]proxy.Secret, error) {
 	if len(plan.EnvFiles) == 0 {
-		return secrets, nil
+		return nil, nil
 	}
 	dir := filepath.Dir(plan.EnvFiles[0].Copy)
 	if err := ensurePrivateDir(filepath.Dir(dir)); err != nil {
@@ -248,33 +264,25 @@ func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, er
 	for n := range plan.SecretEnv {
 		forced[n] = true
 	}
-	for i, ef := range plan.EnvFiles {
-		content, err := readBounded(ef.Path, maxEnvFile)
-		if err != nil {
-			content = nil // unreadable or too large: shown empty
-		}
-		masked, found := MaskEnvFile(content, forced, func(name, value string) string {
-			ph := Placeholder(name, plan.SecretSuffix)
-			if ev, ok := envValue[name]; ok && ev != value {
-				ph += fmt.Sprintf("-f%d", i) // same name, another value than the environment's
-			}
-			return ph
-		})
+	seen := map[string]bool{}
+	for _, s := range known {
+		seen[s.Placeholder] = true
+	}
+	var out []proxy.Secret
+	for _, ef := range plan.EnvFiles {
+		masked, found := MaskEnvFile(readEnvFile(ef.Path), forced, phs.mask)
 		for _, fv := range found {
-			ph := Placeholder(fv.Name, plan.SecretSuffix)
-			if ev, ok := envValue[fv.Name]; ok && ev != fv.Value {
-				ph += fmt.Sprintf("-f%d", i)
-			} else if ok {
-				continue // already a secret from the environment
+			if !seen[fv.Placeholder] {
+				seen[fv.Placeholder] = true
+				out = append(out, proxy.Secret{Name: fv.Name, Placeholder: fv.Placeholder, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv),
+					Inject: secretInject(fv.Name, plan.SecretEnv)})
 			}
-			secrets = append(secrets, proxy.Secret{Name: fv.Name, Placeholder: ph, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv),
-				Inject: secretInject(fv.Name, plan.SecretEnv)})
 		}
 		if err := os.WriteFile(ef.Copy, masked, 0o600); err != nil {
 			return nil, fmt.Errorf("writing the masked copy of %s: %w", ef.Path, err)
 		}
 	}
-	return secrets, nil
+	return out, nil
 }
 
 // readBounded reads a file of at most max bytes.

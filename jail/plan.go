@@ -77,9 +77,12 @@ type Facts struct {
 	// settings: kept read-only like the settings themselves.
 	AgentPrograms []string
 
-	Env          []string // the host environment
-	Session      string   // random session id
-	SecretSuffix string   // random suffix of this session's placeholders
+	Env []string // the host environment
+	// EnvFileSecrets are the names (never the values) of the secrets in
+	// each .env file, by the host path read (a symlink's target).
+	EnvFileSecrets map[string][]string
+	Session        string     // random session id
+	SecretKey      SessionKey // the session's placeholder key: never printed, never inside
 
 	SessionDir string // host directory for this session's sockets
 	CADir      string // host directory of the per-user CA
@@ -310,10 +313,10 @@ type Plan struct {
 	CommandDeny, CommandAllow []string
 	StateDir                  string // host: the decision log
 
-	SecretSuffix string
-	Secrets      []SecretBinding
-	SecretEnv    map[string]SecretEnv // secrets.env bindings, for names found in .env files
-	EnvFiles     []EnvFile
+	SecretKey SessionKey `json:"-"` // never printed, never inside
+	Secrets   []SecretBinding
+	SecretEnv map[string]SecretEnv // secrets.env bindings, for names found in .env files
+	EnvFiles  []EnvFile
 	// AgentFiles are agent files shown inside as session copies and
 	// merged back after exit without their command-bearing keys.
 	AgentFiles []AgentFile
@@ -382,8 +385,9 @@ type PathPlaceholder struct {
 
 // EnvFile is a .env file the jail sees as a masked copy.
 type EnvFile struct {
-	Path string // host path of the file read (a symlink's target), and where the copy is bound inside
-	Copy string // host path of the masked copy, written before the jail starts
+	Path  string   // host path of the file read (a symlink's target), and where the copy is bound inside
+	Copy  string   // host path of the masked copy, written before the jail starts
+	Names []string // the secrets' names the file held while facts were gathered
 }
 
 // ErrUnsupported marks a protection the machine lacks.
@@ -847,8 +851,8 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.CommandDeny, p.CommandAllow = nil, nil
 	}
 	p.StateDir = f.StateDir
-	p.Env = PlanEnv(f.Env, pol, f.SecretSuffix, f.Session, jailVars)
-	p.SecretSuffix = f.SecretSuffix
+	p.Env = PlanEnv(f.Env, pol, f.SecretKey, f.Session, jailVars)
+	p.SecretKey = f.SecretKey
 	p.SecretEnv = pol.Secrets.Env
 	p.Secrets = Bindings(p.Env.Placeholders, pol)
 
@@ -863,22 +867,52 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 	sort.Strings(envFiles)
-	// A .env that is a symlink is masked where its target appears inside
-	// (the link leads there); a target outside every bind dangles.
+	// A .env that is a symlink is masked wherever its target appears
+	// inside: at its host path, and under every bind whose source holds it
+	// (allowRead ~/link-dir -> ~/real-dir shows ~/real-dir/x as
+	// ~/link-dir/x, where a link may lead). A target outside every bind
+	// dangles inside. One copy per file read, bound at each of its names.
+	views := func(path string) [][2]string {
+		var out [][2]string
+		if dest, src, ok := inJail(path); ok {
+			out = append(out, [2]string{dest, src})
+		}
+		in := f.info(path)
+		if in.Link == "" {
+			return out
+		}
+		for _, b := range binds {
+			if b.src == b.dest || !under(in.Resolved, b.src) {
+				continue
+			}
+			d := b.dest + strings.TrimPrefix(in.Resolved, b.src)
+			if c, ok := cover(d); ok && c == b {
+				out = append(out, [2]string{d, in.Resolved})
+			}
+		}
+		return out
+	}
 	copied := map[string]bool{}
+	copies := map[string]string{} // host file read -> its masked copy
 	for _, ef := range union(nil, envFiles) {
 		in := f.info(ef)
 		if !in.Exists || in.Dir || in.Unreadable {
 			continue
 		}
-		dest, src, ok := inJail(ef)
-		if !ok || copied[dest] || maskSet[dest] || coveredBy(dest, maskSet) {
-			continue
+		for _, v := range views(ef) {
+			dest, src := v[0], v[1]
+			if copied[dest] || maskSet[dest] || coveredBy(dest, maskSet) {
+				continue
+			}
+			copied[dest] = true
+			cp, ok := copies[src]
+			if !ok {
+				cp = filepath.Join(f.SessionDir, fmt.Sprintf("env-%d", len(p.EnvFiles)))
+				copies[src] = cp
+				p.EnvFiles = append(p.EnvFiles, EnvFile{Path: src, Copy: cp, Names: f.EnvFileSecrets[src]})
+			}
+			p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: dest, Why: "secrets masked"})
 		}
-		copied[dest] = true
-		cp := filepath.Join(f.SessionDir, fmt.Sprintf("env-%d", len(p.EnvFiles)))
-		p.EnvFiles = append(p.EnvFiles, EnvFile{Path: src, Copy: cp})
-		p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: cp, Dest: dest, Why: "secrets masked"})
 	}
 
 	// Agent files the agent rewrites as it runs: a session copy wherever
@@ -1102,16 +1136,7 @@ func (p *Plan) String() string {
 	}
 	if len(p.Secrets) > 0 || len(p.EnvFiles) > 0 {
 		b.WriteString("\nsecrets (placeholders inside; the proxy injects real values only toward these hosts)\n")
-		for _, s := range p.Secrets {
-			where := strings.Join(s.Hosts, " ")
-			if where == "" {
-				where = `nowhere (bind it with "secrets": {"env": {"` + s.Name + `": ["HOST"]}})`
-			}
-			fmt.Fprintf(&b, "  %-24s -> %s\n", s.Name, where)
-		}
-		for _, e := range p.EnvFiles {
-			fmt.Fprintf(&b, "  file %s: secret values masked (bound by name as above, or by secrets.env)\n", e.Path)
-		}
+		writeSecrets(&b, p)
 	}
 	for _, d := range p.CreateDirs {
 		fmt.Fprintf(&b, "\ncreates    %s (allowWrite, missing)\n", d)
@@ -1227,6 +1252,44 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 		vars[k] = CABundlePath
 	}
 	return n, ops, vars
+}
+
+// writeSecrets writes the secrets section of the plan: where each secret
+// of the environment may be injected, what each .env file masks, and
+// where the secrets found only in .env files may be injected. An unbound
+// secret is still a placeholder inside; its line says what to add to
+// jail.json to bind it.
+func writeSecrets(b *strings.Builder, p *Plan) {
+	line := func(name, label string, hosts []string) {
+		where := strings.Join(hosts, " ")
+		if where == "" {
+			where = `nowhere; to bind it add to jail.json: "secrets": {"env": {"` + name + `": ["HOST"]}}`
+		}
+		fmt.Fprintf(b, "  %-24s -> %s\n", label, where)
+	}
+	listed := map[string]bool{}
+	for _, s := range p.Secrets {
+		listed[s.Name] = true
+		line(s.Name, s.Name, s.Hosts)
+	}
+	var fileOnly []string
+	for _, e := range p.EnvFiles {
+		masked := ""
+		if len(e.Names) > 0 {
+			masked = ": " + strings.Join(e.Names, " ")
+		}
+		fmt.Fprintf(b, "  file %s: secret values masked%s\n", e.Path, masked)
+		for _, n := range e.Names {
+			if !listed[n] {
+				listed[n] = true
+				fileOnly = append(fileOnly, n)
+			}
+		}
+	}
+	sort.Strings(fileOnly)
+	for _, n := range fileOnly {
+		line(n, n+" (.env)", secretHosts(n, p.SecretEnv))
+	}
 }
 
 // secretFiles are the absolute glob patterns of files whose secret values

@@ -1,9 +1,7 @@
 package jail
 
 import (
-	"bytes"
 	"sort"
-	"strings"
 )
 
 // providerHosts bind the well-known credentials to their providers' API
@@ -70,56 +68,4 @@ func secretInject(name string, env map[string]SecretEnv) []string {
 		return b.Inject
 	}
 	return providerInject[name]
-}
-
-// defaultSecretFiles are always masked; secrets.files adds to them.
-var defaultSecretFiles = []string{"**/.env", "**/.env.*"}
-
-// EnvFileValue is one secret found in a .env file.
-type EnvFileValue struct {
-	Name, Value string
-}
-
-// MaskEnvFile rewrites a .env file's content so that every value that
-// looks like a secret (or whose name is in forced) becomes
-// placeholder(name); everything else, comments and layout included, is
-// kept. It returns the new content and the secrets it replaced.
-func MaskEnvFile(content []byte, forced map[string]bool, placeholder func(name, value string) string) ([]byte, []EnvFileValue) {
-	var out bytes.Buffer
-	var found []EnvFileValue
-	lines := bytes.SplitAfter(content, []byte("\n"))
-	for _, raw := range lines {
-		line := string(raw)
-		body := strings.TrimRight(line, "\r\n")
-		eol := line[len(body):]
-		trimmed := strings.TrimLeft(body, " \t")
-		indent := body[:len(body)-len(trimmed)]
-		export := ""
-		if rest, ok := strings.CutPrefix(trimmed, "export "); ok {
-			export, trimmed = "export ", strings.TrimLeft(rest, " \t")
-		}
-		name, value, ok := strings.Cut(trimmed, "=")
-		name = strings.TrimSpace(name)
-		if !ok || strings.HasPrefix(trimmed, "#") || !validEnvName(name) {
-			out.WriteString(line)
-			continue
-		}
-		// Split off quotes and a trailing comment to find the bare value.
-		v := strings.TrimSpace(value)
-		quote, comment := "", ""
-		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') {
-			if end := strings.IndexByte(v[1:], v[0]); end >= 0 {
-				quote, comment, v = v[:1], v[end+2:], v[1:end+1]
-			}
-		} else if i := strings.Index(v, " #"); i >= 0 {
-			v, comment = v[:i], v[i:]
-		}
-		if v == "" || !(forced[name] || LooksSecret(name, v)) {
-			out.WriteString(line)
-			continue
-		}
-		found = append(found, EnvFileValue{Name: name, Value: v})
-		out.WriteString(indent + export + name + "=" + quote + placeholder(name, v) + quote + comment + eol)
-	}
-	return out.Bytes(), found
 }

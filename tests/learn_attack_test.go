@@ -61,7 +61,7 @@ echo done`
 					t.Fatalf("the attack script did not run through:\n%s", r)
 				}
 				noSecret(t, r, "jailed "+mode+" run", SSHKeySecret, AWSSecret, apiKey, "PRIVATE KEY", `"session":`)
-				if !strings.Contains(r.Stdout, "secret=jail-secret-MY_API_KEY-") {
+				if !strings.Contains(r.Stdout, "secret=sk-jail") { // shaped like the OpenAI-style key it is
 					t.Errorf("the secret variable is not a placeholder in %s mode:\n%s", mode, r.Stdout)
 				}
 				if strings.Contains(r.Stdout, "wrote-hook") {

@@ -357,7 +357,7 @@ func TestSymlinkedDotenvMasked(t *testing.T) {
 		if strings.Contains(r.Stdout+r.Stderr, EnvSecret) {
 			t.Errorf("the secret behind a symlinked .env reached the jail:\n%s", r)
 		}
-		if strings.Count(r.Stdout, "PLAIN=hello") != 2 || !strings.Contains(r.Stdout, "ANTHROPIC_API_KEY=jail-secret-") {
+		if strings.Count(r.Stdout, "PLAIN=hello") != 2 || !strings.Contains(r.Stdout, "ANTHROPIC_API_KEY=sk-ant-jail") {
 			t.Errorf("want the masked file twice, with a placeholder:\n%s", r)
 		}
 		hostUnchanged(t, s.Project+"/config/app.settings", "ANTHROPIC_API_KEY="+EnvSecret+"\nPLAIN=hello\n")

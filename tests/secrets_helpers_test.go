@@ -114,9 +114,11 @@ func (e *echoServer) dump() string { return dumpRequests(e.Requests()) }
 // placeholderPrefix is what every placeholder starts with.
 const placeholderPrefix = "jail-secret-"
 
-// placeholderRE matches the placeholder of the variable name.
+// placeholderRE matches the placeholder of the variable name: the generic
+// jail-secret-NAME-<random>, or a value of a known format shaped as such
+// (sk-ant-api03-jail<random>, ghp_jail<random>).
 func placeholderRE(name string) *regexp.Regexp {
-	return regexp.MustCompile(`^` + regexp.QuoteMeta(placeholderPrefix+name+"-") + `[A-Za-z0-9]{8,}$`)
+	return regexp.MustCompile(`^(` + regexp.QuoteMeta(placeholderPrefix+name+"-") + `[A-Za-z0-9]{8,}|[A-Za-z0-9._-]*(jail|JAIL)[A-Za-z0-9._-]{12,})$`)
 }
 
 // secretsRig is one sandbox's secrets setup: the real values handed to

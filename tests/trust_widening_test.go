@@ -85,7 +85,7 @@ func TestClonedSecretsFilesNeedsTrust(t *testing.T) {
 				t.Errorf("secrets.files %s: cat .env inside: want ANTHROPIC_API_KEY=jail-secret-… and PLAIN=hello (the default mask stays); got %q", files, dotenv)
 			}
 			nested := lines(section(r.Stdout, "nested"))
-			if len(nested) != 1 || !strings.HasPrefix(nested[0], "DEPLOY_TOKEN="+placeholderPrefix+"DEPLOY_TOKEN-") {
+			if len(nested) != 1 || !placeholderRE("DEPLOY_TOKEN").MatchString(strings.TrimPrefix(nested[0], "DEPLOY_TOKEN=")) {
 				t.Errorf("secrets.files %s: cat config/.env.local inside: want DEPLOY_TOKEN=jail-secret-… (.env.* stays masked); got %q", files, nested)
 			}
 			if got := hostFile(t, dir+"/.env"); !strings.Contains(got, dotenvSecret) {

@@ -1,0 +1,91 @@
+package jail
+
+import (
+	"crypto/rand"
+	"io"
+	"os"
+	"sort"
+	"syscall"
+)
+
+// Facts about secrets, gathered before planning: the session key and the
+// names of the secrets in .env files.
+
+// newSessionKey is a fresh random session key of 256 bits.
+func newSessionKey() SessionKey {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic(err) // crypto/rand does not fail on Linux >= 3.17
+	}
+	return SessionKey(k)
+}
+
+// maxEnvFile bounds the .env files jail rewrites; a larger one is shown
+// inside as empty rather than risk passing a secret through.
+const maxEnvFile = 1 << 20
+
+// readEnvFile is the content of a .env file to mask, or nothing when it
+// cannot be read safely: only a regular file of at most maxEnvFile bytes
+// is read, opened without following a last symlink (the plan resolved it)
+// and without blocking, so that a name leading to a FIFO, a terminal or a
+// device shows an empty file instead of hanging or reading a stream.
+func readEnvFile(path string) []byte {
+	for _, pseudo := range []string{"/proc", "/dev", "/sys"} {
+		if under(path, pseudo) {
+			return nil // another process's environment, a device: never a .env
+		}
+	}
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxEnvFile {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxEnvFile+1))
+	if err != nil || len(b) > maxEnvFile {
+		return nil
+	}
+	return b
+}
+
+// envFileSecrets are the names of the secrets each .env file holds (the
+// values that MaskEnvFile replaces), for `jail plan`: read while gathering
+// facts, bounded like the copies, never keeping a value.
+func envFileSecrets(pol *Policy, f *Facts) map[string][]string {
+	forced := map[string]bool{}
+	for n := range pol.Secrets.Env {
+		forced[n] = true
+	}
+	out := map[string][]string{}
+	for _, pat := range secretFiles(pol) {
+		files := []string{pat}
+		if HasMeta(pat) {
+			files = f.Matches[pat]
+		}
+		for _, path := range files {
+			in := f.info(path)
+			if !in.Exists || in.Dir || in.Unreadable {
+				continue
+			}
+			src := path
+			if in.Resolved != "" {
+				src = in.Resolved
+			}
+			_, found := MaskEnvFile(readEnvFile(src), forced, func(name, _ string) (string, SecretPiece) {
+				return "", SecretPiece{Name: name}
+			})
+			var names []string
+			for _, fv := range found {
+				names = append(names, fv.Name)
+			}
+			if len(names) > 0 {
+				sort.Strings(names)
+				out[src] = union(nil, names)
+			}
+		}
+	}
+	return out
+}
