@@ -1260,17 +1260,19 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 // secret is still a placeholder inside; its line says what to add to
 // jail.json to bind it.
 func writeSecrets(b *strings.Builder, p *Plan) {
-	line := func(name, label string, hosts []string) {
+	line := func(name, label string, hosts, inject []string) {
 		where := strings.Join(hosts, " ")
 		if where == "" {
 			where = `nowhere; to bind it add to jail.json: "secrets": {"env": {"` + name + `": ["HOST"]}}`
+		} else {
+			where += " in " + injectionPlaces(inject)
 		}
 		fmt.Fprintf(b, "  %-24s -> %s\n", label, where)
 	}
 	listed := map[string]bool{}
 	for _, s := range p.Secrets {
 		listed[s.Name] = true
-		line(s.Name, s.Name, s.Hosts)
+		line(s.Name, s.Name, s.Hosts, s.Inject)
 	}
 	var fileOnly []string
 	for _, e := range p.EnvFiles {
@@ -1288,8 +1290,17 @@ func writeSecrets(b *strings.Builder, p *Plan) {
 	}
 	sort.Strings(fileOnly)
 	for _, n := range fileOnly {
-		line(n, n+" (.env)", secretHosts(n, p.SecretEnv))
+		line(n, n+" (.env)", secretHosts(n, p.SecretEnv), secretInject(n, p.SecretEnv))
 	}
+}
+
+// injectionPlaces says where in a request a binding's value is injected:
+// its locations, or any request header field when it names none.
+func injectionPlaces(inject []string) string {
+	if len(inject) == 0 {
+		return "request headers"
+	}
+	return strings.Join(inject, ", ")
 }
 
 // secretFiles are the absolute glob patterns of files whose secret values
