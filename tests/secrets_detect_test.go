@@ -397,7 +397,7 @@ func TestSecretsDetectPlan(t *testing.T) {
 			}
 		}
 		for _, want := range []string{
-			`PGPASSWORD               -> db.example.test`,
+			`PGPASSWORD               -> db.example.test in request headers`,
 			`SOME_VALUE               -> nowhere; to bind it add to jail.json: "secrets": {"env": {"SOME_VALUE": ["HOST"]}}`,
 			`REDIS_URL                -> nowhere; to bind it add to jail.json: "secrets": {"env": {"REDIS_URL": ["HOST"]}}`,
 			`file ` + s.Project + `/.env: secret values masked: STRIPE_SECRET_KEY`,
