@@ -44,11 +44,16 @@ type Timeouts struct {
 	// Idle is how long a client connection may wait between requests,
 	// or before its first one (default 2 min).
 	Idle time.Duration
-	// Read is how long a body may go without a byte, from the client or
-	// from upstream, and how long a write to the client may stay blocked
-	// (default 2 min). An upstream server that accepts a request and then
-	// stays silent this long is cut; one that is slow but sends is not.
+	// Read is how long a request body may go without a byte from the
+	// client, and how long a write to the client may stay blocked
+	// (default 2 min).
 	Read time.Duration
+	// Upstream is how long an upstream server may send nothing while the
+	// proxy waits for its response or its body, counted from the last
+	// byte either way (default 10 min). There is no deadline on a whole
+	// response: a slow answer that is sending (a model streaming tokens)
+	// is not cut, only a server that accepted and then went silent.
+	Upstream time.Duration
 	// Tunnel is how long a raw tunnel or an upgraded connection may go
 	// without a byte in either direction (default 10 min).
 	Tunnel time.Duration
@@ -80,6 +85,7 @@ func (t Timeouts) withDefaults() Timeouts {
 	t.Header = orDefault(t.Header, 10*time.Second)
 	t.Idle = orDefault(t.Idle, 2*time.Minute)
 	t.Read = orDefault(t.Read, 2*time.Minute)
+	t.Upstream = orDefault(t.Upstream, 10*time.Minute)
 	t.Tunnel = orDefault(t.Tunnel, 10*time.Minute)
 	t.Handshake = orDefault(t.Handshake, 10*time.Second)
 	return t

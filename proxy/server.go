@@ -71,6 +71,10 @@ type Config struct {
 	// Timeouts bounds every wait. Zero fields take the defaults.
 	Limits   Limits
 	Timeouts Timeouts
+
+	// total counts the connections that Limits.TotalConns caps; nil
+	// shares the process's counter (tests give Servers their own).
+	total *connCounter
 }
 
 // Server is one session's proxy. It serves any number of listeners (unix
@@ -139,11 +143,14 @@ func New(cfg Config) (*Server, error) {
 		cmds:      parseDenyCommands(cfg.DenyCommands),
 		limits:    cfg.Limits.withDefaults(),
 		timeouts:  cfg.Timeouts.withDefaults(),
-		total:     &processConns,
+		total:     cfg.total,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
 	}
 	s.leaves = newLeafCache(s.limits.Leaves)
+	if s.total == nil {
+		s.total = &processConns
+	}
 	for name, addr := range cfg.Rules.Hosts {
 		h, _ := normalizeHost(name)
 		s.hosts[h.name] = netip.MustParseAddrPort(addr).String()
@@ -445,7 +452,7 @@ func (s *Server) dialDecided(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, readBufSize), silence: s.timeouts.Read}, nil
+	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, readBufSize), silence: s.timeouts.Upstream}, nil
 }
 
 // leaf returns the cached certificate for host, signing one when there is
