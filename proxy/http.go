@@ -688,14 +688,29 @@ func (s *Server) open(c net.Conn, br *bufio.Reader, t *target, e Entry, accept f
 }
 
 // sniffed serves an open tunnel by what the client sent first (err is the
-// error of waiting for its first byte).
+// error of waiting the sniffing time for its first byte). A client still
+// silent then may be waiting for a server that speaks first, or just be
+// slow (a busy client's ClientHello): the upstream server is dialled and
+// whichever side speaks first decides.
 func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err error) {
+	var up net.Conn // the upstream server when it spoke first
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		var clientFirst bool
+		up, clientFirst, err = s.firstSpeaker(c, br, t)
+		if err != nil && !clientFirst {
+			e.Verdict, e.Reason = verdictError, err.Error()
+			s.record(e)
+			return
+		}
+	}
 	var first []byte
-	if err == nil {
+	if err == nil && up == nil {
 		first, _ = br.Peek(1)
 	}
-	var ne net.Error
 	switch {
+	case up != nil:
+		s.rawTunnel(c, br, up, t, e)
 	case err == nil && first[0] == tlsRecord:
 		s.intercept(c, br, t, e)
 	case err == nil && s.refuseSSH(c, br, t, e):
@@ -704,21 +719,63 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 		// Plain HTTP in a tunnel: served as requests, so that a Host
 		// header cannot name another site on the same address.
 		s.serveTunnel(&client{conn: c, raw: c, w: watched(c), br: br, bw: bufio.NewWriterSize(c, 4<<10), tunnel: t, scheme: "http"}, e)
-	case err == nil || errors.As(err, &ne) && ne.Timeout():
+	case err == nil:
 		up, err := s.dial(s.ctx, t)
 		if err != nil {
 			e.Verdict, e.Reason = verdictError, err.Error()
 			s.record(e)
 			return
 		}
-		up, refused := s.sshAfterBanner(c, br, up, t, e)
-		if refused {
-			return
-		}
-		s.tunnel(c, br, up, e)
+		s.rawTunnel(c, br, up, t, e)
 	default:
 		s.record(e) // the client left without a byte
 	}
+}
+
+// rawTunnel relays a tunnel that is not HTTP, after the command rules'
+// look at an SSH banner.
+func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
+	up, refused := s.sshAfterBanner(c, br, up, t, e)
+	if !refused {
+		s.tunnel(c, br, up, e)
+	}
+}
+
+// firstSpeaker dials t and waits, at most the tunnel's idle time, for the
+// first byte from the client (clientFirst: br holds it, or err says why
+// not) or from the server (the returned conn replays it).
+func (s *Server) firstSpeaker(c net.Conn, br *bufio.Reader, t *target) (up net.Conn, clientFirst bool, err error) {
+	conn, err := s.dial(s.ctx, t)
+	if err != nil {
+		return nil, false, err
+	}
+	uc := &upstreamConn{Conn: conn, r: bufio.NewReader(conn)}
+	deadline := time.Now().Add(s.timeouts.Tunnel)
+	c.SetReadDeadline(deadline)
+	conn.SetReadDeadline(deadline)
+	fromServer, fromClient := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := uc.r.Peek(1); fromServer <- err }()
+	go func() { _, err := br.Peek(1); fromClient <- err }()
+	stop := time.Unix(1, 0) // a deadline in the past ends the other wait
+	select {
+	case err = <-fromClient:
+		conn.SetReadDeadline(stop)
+		<-fromServer
+		clientFirst = true
+	case err = <-fromServer:
+		c.SetReadDeadline(stop)
+		<-fromClient
+	}
+	c.SetReadDeadline(time.Time{})
+	conn.SetReadDeadline(time.Time{})
+	if clientFirst || err != nil {
+		uc.Close()
+		if !clientFirst {
+			err = fmt.Errorf("waiting for the upstream server to speak: %w", err)
+		}
+		return nil, clientFirst, err
+	}
+	return uc, false, nil
 }
 
 // looksHTTP reports whether the bytes already received start like an

@@ -412,3 +412,27 @@ func TestLeafSignedOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestSlowClientIntercepted(t *testing.T) {
+	t.Parallel()
+	upCA := memCA(t)
+	up := newUpstream(t, upCA, nil)
+	e := newEnv(t, Config{
+		Rules:    Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr()}},
+		Upstream: &tls.Config{RootCAs: pool(upCA)},
+	})
+	// A busy client sends its ClientHello well after the sniffing time:
+	// still intercepted, not tunnelled raw to a server it cannot verify.
+	_, _, c, _ := raw(t, e.httpAddr, "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+	time.Sleep(3 * sniffTimeout)
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: pool(e.ca)})
+	io.WriteString(tc, "GET /late-hello HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatalf("a ClientHello after the sniffing time: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "hello from allowed.test /late-hello" {
+		t.Errorf("got %d %q", resp.StatusCode, b)
+	}
+}
