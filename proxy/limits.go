@@ -68,7 +68,8 @@ const (
 	defaultResponseHeaderBytes = 256 << 10
 	defaultLeaves              = 1024
 	maxHeaderFields            = 128 // in a request head
-	refusalLinger              = 100 * time.Millisecond
+	refusalLinger              = 250 * time.Millisecond
+	maxAnswering               = 64 // refusals answered at once; past them a refused client is closed unanswered
 )
 
 // withDefaults returns l with every zero field set to its default.
@@ -136,11 +137,18 @@ func (s *Server) leave() {
 
 // refuseConn answers a client past a connection cap in its protocol and
 // closes it: 503 with one line for HTTP, a general failure for SOCKS.
-// It waits at most refusalLinger for the client, so a flood of refused
-// connections holds nothing for long.
+// It waits at most refusalLinger for the client, and answers at most
+// maxAnswering clients at once, so a flood of refused connections holds
+// little for long.
 func (s *Server) refuseConn(c net.Conn, socks bool, reason string) {
 	defer c.Close()
 	e := Entry{Time: time.Now(), Verdict: verdictDeny, Rule: "limit connections", Reason: reason}
+	if !s.answering.acquire(maxAnswering) {
+		e.Reason += " (closed unanswered)"
+		s.record(e)
+		return
+	}
+	defer s.answering.release()
 	c.SetDeadline(time.Now().Add(refusalLinger))
 	if socks {
 		e.Scheme = "socks5"
@@ -149,12 +157,12 @@ func (s *Server) refuseConn(c net.Conn, socks bool, reason string) {
 		e.Scheme = "http"
 		writeText(bufio.NewWriterSize(c, 512), http.StatusServiceUnavailable,
 			"jail: "+reason+"; the jail's connection limit was reached, close idle connections or retry later\n")
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
-		io.Copy(io.Discard, io.LimitReader(c, 64<<10)) // what the client sent, so that closing does not reset the answer
 	}
 	s.record(e)
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	io.Copy(io.Discard, io.LimitReader(c, 64<<10)) // what the client sent, so that closing does not reset the answer
 }
 
 // socksRefuse reads a SOCKS greeting and request, if they come at once,

@@ -115,6 +115,41 @@ func TestConnectionCap(t *testing.T) {
 		t.Errorf("upstream saw %d requests past the cap", up.hits.Load())
 	}
 
+	// A flood past the cap: every connection is closed at once, each
+	// refusal logged.
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", e.httpAddr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			io.Copy(io.Discard, c)
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var n int
+		ReadLog(e.logDir, func(x Entry) bool {
+			if x.Rule == "limit connections" {
+				n++
+			}
+			return true
+		})
+		if n == 102 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d refusals logged for 102 connections past the cap", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
 	// Once the flood is gone, the proxy serves again.
 	for _, c := range held {
 		c.Close()

@@ -95,6 +95,7 @@ type Server struct {
 	limits    Limits
 	timeouts  Timeouts
 	slots     connCounter  // this session's client connections
+	answering connCounter  // refused connections being answered
 	total     *connCounter // the process's, shared by every Server
 	leaves    *leafCache
 
