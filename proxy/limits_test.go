@@ -194,6 +194,12 @@ func TestSlowlorisHead(t *testing.T) {
 	if took, _ := closedWithin(t, c, 3*time.Second); took < 900*time.Millisecond {
 		t.Errorf("closed after %v, before the header deadline", took)
 	}
+	// The SOCKS greeting and request have the same time.
+	c = dial(t, e.socksAddr)
+	trickle(t, c, "\x05\x01\x00\x05\x01\x00\x03\x06x.test\x00\x50", 100*time.Millisecond)
+	if took, _ := closedWithin(t, c, 3*time.Second); took < 900*time.Millisecond {
+		t.Errorf("SOCKS: closed after %v, before the header deadline", took)
+	}
 	waitSlots(t, e.srv, 0)
 }
 
@@ -469,5 +475,53 @@ func TestSlowClientIntercepted(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if string(b) != "hello from allowed.test /late-hello" {
 		t.Errorf("got %d %q", resp.StatusCode, b)
+	}
+}
+
+func TestUpgradedIdle(t *testing.T) {
+	t.Parallel()
+	upCA := memCA(t)
+	up := newUpstream(t, upCA, func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		io.Copy(c, brw)
+	})
+	e := newEnv(t, Config{
+		Rules:    Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr()}},
+		Upstream: &tls.Config{RootCAs: pool(upCA)},
+		Timeouts: Timeouts{Tunnel: 600 * time.Millisecond},
+	})
+	req, _ := http.NewRequest("GET", "https://allowed.test/ws", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := e.client().Do(req)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	rw := resp.Body.(io.ReadWriteCloser)
+	defer rw.Close()
+	// Echoes keep it open past the idle time; silence then ends it.
+	for range 10 {
+		io.WriteString(rw, "ping")
+		b := make([]byte, 4)
+		if _, err := io.ReadFull(rw, b); err != nil || string(b) != "ping" {
+			t.Fatalf("an upgraded connection in use was cut: %q, %v", b, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(rw); done <- err }()
+	select {
+	case <-done:
+		if took := time.Since(start); took < 500*time.Millisecond {
+			t.Errorf("an idle upgraded connection closed after %v, before its deadline", took)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("an idle upgraded connection stayed open 3 s past a 600 ms idle deadline")
 	}
 }
