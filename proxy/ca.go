@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"container/list"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -17,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -200,4 +202,85 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("writing %q: %w", path, err)
 	}
 	return nil
+}
+
+// leafCache keeps the most recently used leaf certificates, at most max,
+// and signs each missing one once however many connections ask for it at
+// the same time.
+type leafCache struct {
+	max     int
+	mu      sync.Mutex
+	order   *list.List // of *leafEntry, most recently used first
+	entries map[string]*list.Element
+	pending map[string]*leafCall
+}
+
+type leafEntry struct {
+	host string
+	cert *tls.Certificate
+}
+
+// leafCall is a signing in progress; done is closed when it has ended.
+type leafCall struct {
+	done chan struct{}
+	cert *tls.Certificate
+	err  error
+}
+
+func newLeafCache(max int) *leafCache {
+	return &leafCache{max: max, order: list.New(), entries: map[string]*list.Element{}, pending: map[string]*leafCall{}}
+}
+
+// get returns host's certificate, calling sign when none is cached or the
+// cached one is about to expire.
+func (lc *leafCache) get(host string, sign func() (*tls.Certificate, error)) (*tls.Certificate, error) {
+	lc.mu.Lock()
+	if el, ok := lc.entries[host]; ok {
+		if c := el.Value.(*leafEntry).cert; time.Until(c.Leaf.NotAfter) > time.Hour {
+			lc.order.MoveToFront(el)
+			lc.mu.Unlock()
+			return c, nil
+		}
+	}
+	if call, ok := lc.pending[host]; ok {
+		lc.mu.Unlock()
+		<-call.done
+		return call.cert, call.err
+	}
+	call := &leafCall{done: make(chan struct{})}
+	lc.pending[host] = call
+	lc.mu.Unlock()
+
+	call.cert, call.err = sign()
+	lc.mu.Lock()
+	delete(lc.pending, host)
+	if call.err == nil {
+		lc.put(host, call.cert)
+	}
+	lc.mu.Unlock()
+	close(call.done)
+	return call.cert, call.err
+}
+
+// put stores c for host, dropping the least recently used past max.
+// lc.mu is held.
+func (lc *leafCache) put(host string, c *tls.Certificate) {
+	if el, ok := lc.entries[host]; ok {
+		el.Value.(*leafEntry).cert = c
+		lc.order.MoveToFront(el)
+		return
+	}
+	lc.entries[host] = lc.order.PushFront(&leafEntry{host: host, cert: c})
+	for lc.order.Len() > lc.max {
+		last := lc.order.Back()
+		lc.order.Remove(last)
+		delete(lc.entries, last.Value.(*leafEntry).host)
+	}
+}
+
+// len is the number of certificates cached.
+func (lc *leafCache) len() int {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.order.Len()
 }

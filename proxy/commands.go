@@ -290,11 +290,13 @@ func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *ta
 	if string(b) != "SSH-" {
 		return rc, false
 	}
-	banner, err := ur.ReadString('\n')
+	// An identification line is at most 255 bytes: ReadSlice holds no
+	// more than its buffer, and what it read goes on to the client.
+	banner, err := ur.ReadSlice('\n')
+	c.Write(banner)
 	if err != nil {
 		return rc, false
 	}
-	io.WriteString(c, banner)
 	first, _ := peekWithin(c, br, 4, dialTimeout)
 	if string(first) != "SSH-" {
 		return rc, false

@@ -26,14 +26,17 @@ const (
 	maxTLSRecord = 5 + 1<<14 + 256
 )
 
-var errHeadTooLarge = errors.New("request head larger than 32 KiB")
+var (
+	errHeadTooLarge  = errors.New("request head larger than 32 KiB")
+	errTooManyFields = fmt.Errorf("request head with more than %d header fields", maxHeaderFields)
+)
 
 // serveHTTPConn serves one client connection of the HTTP proxy: requests
 // in absolute form, kept alive, until a CONNECT takes the connection over.
 func (s *Server) serveHTTPConn(c net.Conn) {
-	cl := &client{conn: c, raw: c, br: bufio.NewReaderSize(c, readBufSize), bw: bufio.NewWriterSize(c, 4<<10)}
+	cl := &client{conn: c, raw: c, w: watched(c), br: bufio.NewReaderSize(c, readBufSize), bw: bufio.NewWriterSize(c, 4<<10)}
 	for {
-		req, hostHeader, err := readRequest(cl.br)
+		req, hostHeader, err := s.nextRequest(cl)
 		if err != nil {
 			badRequest(cl.bw, err)
 			return
@@ -57,13 +60,31 @@ func (s *Server) serveHTTPConn(c net.Conn) {
 // intercepted tunnel.
 type client struct {
 	conn net.Conn
-	raw  io.Writer // writes that reach the client at once
+	raw  io.Writer    // writes that reach the client at once
+	w    *watchedConn // the connection from the client, whose deadlines bound every wait; nil in tests
 	br   *bufio.Reader
 	bw   *bufio.Writer // over raw
 	// tunnel is the decided target inside a tunnel, whose requests are
 	// all for it, in scheme; nil on the proxy connection itself.
 	tunnel *target
 	scheme string
+}
+
+// nextRequest waits for cl's next request: Idle for its first byte, then
+// Header for the whole head. Its body, and the response, may then go Read
+// without progress.
+func (s *Server) nextRequest(cl *client) (*http.Request, string, error) {
+	if cl.w == nil {
+		return readRequest(cl.br)
+	}
+	cl.w.idle(s.timeouts.Idle, s.timeouts.Read)
+	if _, err := cl.br.Peek(1); err != nil {
+		return nil, "", err
+	}
+	cl.w.SetReadDeadline(time.Now().Add(s.timeouts.Header))
+	req, hostHeader, err := readRequest(cl.br)
+	cl.w.idle(s.timeouts.Read, s.timeouts.Read)
+	return req, hostHeader, err
 }
 
 // readRequest reads one request and, for a request in absolute form,
@@ -116,6 +137,9 @@ func peekHead(br *bufio.Reader) ([]byte, error) {
 			end = i + 2
 		}
 		if end >= 0 {
+			if bytes.Count(b[:end], []byte("\n")) > maxHeaderFields+2 {
+				return nil, errTooManyFields
+			}
 			return b[:end], nil
 		}
 	}
@@ -132,7 +156,7 @@ func badRequest(bw *bufio.Writer, err error) {
 		return
 	}
 	status := http.StatusBadRequest
-	if errors.Is(err, errHeadTooLarge) {
+	if errors.Is(err, errHeadTooLarge) || errors.Is(err, errTooManyFields) {
 		status = http.StatusRequestHeaderFieldsTooLarge
 	}
 	writeText(bw, status, fmt.Sprintf("jail: bad request: %v\n", err))
@@ -493,14 +517,19 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 	}
 	done := make(chan int64, 1)
 	var found *streamHit
+	if cl.w != nil {
+		cl.w.SetDeadline(time.Time{}) // the idle watch bounds it
+	}
+	idle := watchIdle(s.timeouts.Tunnel, cl.conn, rw)
 	go func() {
-		n, _ := io.Copy(rw, s.secrets.scanStream(cl.br, &found))
+		n, _ := io.Copy(rw, idle.reader(s.secrets.scanStream(cl.br, &found)))
 		rw.Close()
 		done <- n
 	}()
-	e.BytesDown, _ = io.Copy(cl.raw, rw)
+	e.BytesDown, _ = io.Copy(cl.raw, idle.reader(rw))
 	cl.conn.Close()
 	e.BytesUp = <-done
+	idle.stop()
 	s.recordStream(e, found, "an upgraded connection")
 	return false
 }
@@ -634,7 +663,8 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 
 // open serves an allowed tunnel, from CONNECT or SOCKS. accept answers the
 // client: the tunnel is open (nil) or the dial failed. A passthrough host
-// is dialled first and tunnelled raw. Otherwise the tunnel is intercepted
+// is dialled first and, when the client speaks TLS, tunnelled raw once its
+// ClientHello names the decided host. Otherwise the tunnel is intercepted
 // when the client speaks TLS, served request by request when it speaks
 // plain HTTP, and tunnelled raw to the checked address when it speaks
 // anything else (SSH, a database protocol) or stays silent (a protocol in
@@ -652,15 +682,46 @@ func (s *Server) open(c net.Conn, br *bufio.Reader, t *target, e Entry, accept f
 			up.Close()
 			return
 		}
-		s.tunnel(c, br, up, e)
+		first, err := peekWithin(c, br, 1, sniffTimeout)
+		if err == nil && first[0] == tlsRecord {
+			s.passthrough(c, br, up, t, e)
+			return
+		}
+		up.Close() // not TLS: no different from any other tunnel
+		s.sniffed(c, br, t, e, err)
 		return
 	}
 	if accept(nil) != nil {
 		return
 	}
-	first, err := peekWithin(c, br, 1, sniffTimeout)
+	_, err := peekWithin(c, br, 1, sniffTimeout)
+	s.sniffed(c, br, t, e, err)
+}
+
+// sniffed serves an open tunnel by what the client sent first (err is the
+// error of waiting the sniffing time for its first byte). A client still
+// silent then may be waiting for a server that speaks first, or just be
+// slow (a busy client's ClientHello): the upstream server is dialled and
+// whichever side speaks first decides.
+func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err error) {
+	var up net.Conn // the upstream server when it spoke first
 	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		var clientFirst bool
+		up, clientFirst, err = s.firstSpeaker(c, br, t)
+		if err != nil && !clientFirst {
+			e.Verdict, e.Reason = verdictError, err.Error()
+			s.record(e)
+			return
+		}
+	}
+	var first []byte
+	if err == nil && up == nil {
+		first, _ = br.Peek(1)
+	}
 	switch {
+	case up != nil:
+		s.rawTunnel(c, br, up, t, e)
 	case err == nil && first[0] == tlsRecord:
 		s.intercept(c, br, t, e)
 	case err == nil && s.refuseSSH(c, br, t, e):
@@ -668,22 +729,64 @@ func (s *Server) open(c net.Conn, br *bufio.Reader, t *target, e Entry, accept f
 	case err == nil && looksHTTP(br):
 		// Plain HTTP in a tunnel: served as requests, so that a Host
 		// header cannot name another site on the same address.
-		s.serveTunnel(&client{conn: c, raw: c, br: br, bw: bufio.NewWriterSize(c, 4<<10), tunnel: t, scheme: "http"}, e)
-	case err == nil || errors.As(err, &ne) && ne.Timeout():
+		s.serveTunnel(&client{conn: c, raw: c, w: watched(c), br: br, bw: bufio.NewWriterSize(c, 4<<10), tunnel: t, scheme: "http"}, e)
+	case err == nil:
 		up, err := s.dial(s.ctx, t)
 		if err != nil {
 			e.Verdict, e.Reason = verdictError, err.Error()
 			s.record(e)
 			return
 		}
-		up, refused := s.sshAfterBanner(c, br, up, t, e)
-		if refused {
-			return
-		}
-		s.tunnel(c, br, up, e)
+		s.rawTunnel(c, br, up, t, e)
 	default:
 		s.record(e) // the client left without a byte
 	}
+}
+
+// rawTunnel relays a tunnel that is not HTTP, after the command rules'
+// look at an SSH banner.
+func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
+	up, refused := s.sshAfterBanner(c, br, up, t, e)
+	if !refused {
+		s.tunnel(c, br, up, e)
+	}
+}
+
+// firstSpeaker dials t and waits, at most the tunnel's idle time, for the
+// first byte from the client (clientFirst: br holds it, or err says why
+// not) or from the server (the returned conn replays it).
+func (s *Server) firstSpeaker(c net.Conn, br *bufio.Reader, t *target) (up net.Conn, clientFirst bool, err error) {
+	conn, err := s.dial(s.ctx, t)
+	if err != nil {
+		return nil, false, err
+	}
+	uc := &upstreamConn{Conn: conn, r: bufio.NewReader(conn)}
+	deadline := time.Now().Add(s.timeouts.Tunnel)
+	c.SetReadDeadline(deadline)
+	conn.SetReadDeadline(deadline)
+	fromServer, fromClient := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := uc.r.Peek(1); fromServer <- err }()
+	go func() { _, err := br.Peek(1); fromClient <- err }()
+	stop := time.Unix(1, 0) // a deadline in the past ends the other wait
+	select {
+	case err = <-fromClient:
+		conn.SetReadDeadline(stop)
+		<-fromServer
+		clientFirst = true
+	case err = <-fromServer:
+		c.SetReadDeadline(stop)
+		<-fromClient
+	}
+	c.SetReadDeadline(time.Time{})
+	conn.SetReadDeadline(time.Time{})
+	if clientFirst || err != nil {
+		uc.Close()
+		if !clientFirst {
+			err = fmt.Errorf("waiting for the upstream server to speak: %w", err)
+		}
+		return nil, clientFirst, err
+	}
+	return uc, false, nil
 }
 
 // looksHTTP reports whether the bytes already received start like an
@@ -701,16 +804,47 @@ func looksHTTP(br *bufio.Reader) bool {
 	return false
 }
 
-// tunnel relays raw bytes between the client and up and logs the tunnel
-// when it ends.
-func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, e Entry) {
+// passthrough relays a TLS tunnel that is not intercepted, once the
+// ClientHello asks for the name that was decided: a different name (a
+// fronted domain behind the same CDN address), or none for a name, is
+// refused.
+func (s *Server) passthrough(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
+	c.SetReadDeadline(time.Now().Add(s.timeouts.Handshake))
+	hello, sni, err := readClientHello(br)
+	c.SetReadDeadline(time.Time{})
+	if err == nil {
+		if why := sniMismatch(t, sni); why != "" {
+			err = errors.New(why)
+			e.Verdict = verdictDeny
+		}
+	}
+	if err != nil {
+		up.Close()
+		if e.Verdict != verdictDeny {
+			e.Verdict, err = verdictError, fmt.Errorf("reading the TLS ClientHello of a passthrough tunnel: %w", err)
+		}
+		e.Reason, e.BytesUp = err.Error(), int64(len(hello))
+		s.record(e)
+		return
+	}
+	s.tunnel(c, io.MultiReader(bytes.NewReader(hello), br), up, e)
+}
+
+// tunnel relays raw bytes between the client (read through r) and up and
+// logs the tunnel when it ends.
+func (s *Server) tunnel(c net.Conn, r io.Reader, up net.Conn, e Entry) {
 	if !s.track(up) {
 		up.Close()
 		return
 	}
 	defer s.untrack(up)
+	c.SetDeadline(time.Time{}) // the idle watch of the relay bounds it
 	var found *streamHit
-	e.BytesUp, e.BytesDown = relay(c, s.secrets.scanStream(br, &found), up)
+	var cut bool
+	e.BytesUp, e.BytesDown, cut = relay(c, s.secrets.scanStream(r, &found), up, s.timeouts.Tunnel)
+	if cut && found == nil {
+		e.Reason = fmt.Sprintf("closed after %v without a byte either way", s.timeouts.Tunnel)
+	}
 	s.recordStream(e, found, "a raw tunnel")
 }
 
@@ -742,7 +876,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	cc := &batchConn{Conn: c, r: br}
 	tc := tls.Server(cc, cfg)
 	defer tc.Close()
-	c.SetDeadline(time.Now().Add(dialTimeout))
+	c.SetDeadline(time.Now().Add(s.timeouts.Handshake))
 	err := tc.Handshake()
 	c.SetDeadline(time.Time{})
 	if err != nil {
@@ -752,7 +886,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	}
 	cc.startBatching()
 	raw := tlsWriter{tc, cc}
-	s.serveTunnel(&client{conn: tc, raw: raw, br: bufio.NewReaderSize(tc, readBufSize), bw: bufio.NewWriterSize(raw, writeBufSize),
+	s.serveTunnel(&client{conn: tc, raw: raw, w: watched(c), br: bufio.NewReaderSize(tc, readBufSize), bw: bufio.NewWriterSize(raw, writeBufSize),
 		tunnel: t, scheme: "https"}, e)
 }
 
@@ -760,7 +894,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 // tunnel's target only.
 func (s *Server) serveTunnel(cl *client, e Entry) {
 	for n := 0; ; n++ {
-		req, hostHeader, err := readRequest(cl.br)
+		req, hostHeader, err := s.nextRequest(cl)
 		if err != nil {
 			if n == 0 {
 				e.Scheme, e.Reason = cl.scheme, "no HTTP request inside the tunnel"
@@ -844,9 +978,24 @@ func (w tlsWriter) Write(p []byte) (int, error) {
 type upstreamConn struct {
 	net.Conn
 	r *bufio.Reader
+	// silence, when set, is how long the server may send nothing after
+	// the proxy last wrote to it or read from it.
+	silence time.Duration
 }
 
-func (c *upstreamConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *upstreamConn) Read(p []byte) (int, error) {
+	if c.silence > 0 {
+		c.Conn.SetReadDeadline(time.Now().Add(c.silence))
+	}
+	return c.r.Read(p)
+}
+
+func (c *upstreamConn) Write(p []byte) (int, error) {
+	if c.silence > 0 {
+		c.Conn.SetReadDeadline(time.Now().Add(c.silence))
+	}
+	return c.Conn.Write(p)
+}
 
 // CloseWrite half-closes the underlying connection when it can.
 func (c *upstreamConn) CloseWrite() error {

@@ -67,6 +67,14 @@ type Config struct {
 	// is refused when its path looks like a package's and its first byte
 	// does not rule out a JSON object. See publishRequest.
 	DenyCommands []string
+	// Limits caps connections, header sizes and the certificate cache;
+	// Timeouts bounds every wait. Zero fields take the defaults.
+	Limits   Limits
+	Timeouts Timeouts
+
+	// total counts the connections that Limits.TotalConns caps; nil
+	// shares the process's counter (tests give Servers their own).
+	total *connCounter
 }
 
 // Server is one session's proxy. It serves any number of listeners (unix
@@ -84,6 +92,12 @@ type Server struct {
 	leafKey   *ecdsa.PrivateKey
 	secrets   *secrets // nil without secrets
 	cmds      wireCommands
+	limits    Limits
+	timeouts  Timeouts
+	slots     connCounter  // this session's client connections
+	answering connCounter  // refused connections being answered
+	total     *connCounter // the process's, shared by every Server
+	leaves    *leafCache
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -93,7 +107,6 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	denied    []Entry
-	leaves    map[string]*tls.Certificate
 }
 
 const (
@@ -129,9 +142,15 @@ func New(cfg Config) (*Server, error) {
 		leafKey:   leafKey,
 		secrets:   sec,
 		cmds:      parseDenyCommands(cfg.DenyCommands),
+		limits:    cfg.Limits.withDefaults(),
+		timeouts:  cfg.Timeouts.withDefaults(),
+		total:     cfg.total,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
-		leaves:    map[string]*tls.Certificate{},
+	}
+	s.leaves = newLeafCache(s.limits.Leaves)
+	if s.total == nil {
+		s.total = &processConns
 	}
 	for name, addr := range cfg.Rules.Hosts {
 		h, _ := normalizeHost(name)
@@ -149,16 +168,17 @@ func New(cfg Config) (*Server, error) {
 		upstream = cfg.Upstream.Clone()
 	}
 	s.transport = &http.Transport{
-		Proxy:                 nil, // never the host's HTTP_PROXY
-		DialContext:           s.dialDecided,
-		TLSClientConfig:       upstream,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   dialTimeout,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   32,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true, // pass the client's encoding through untouched
-		ResponseHeaderTimeout: 0,    // slow answers (LLM APIs) are normal
+		Proxy:                  nil, // never the host's HTTP_PROXY
+		DialContext:            s.dialDecided,
+		TLSClientConfig:        upstream,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    dialTimeout,
+		MaxIdleConns:           256,
+		MaxIdleConnsPerHost:    32,
+		IdleConnTimeout:        90 * time.Second,
+		DisableCompression:     true, // pass the client's encoding through untouched
+		ResponseHeaderTimeout:  0,    // slow answers (LLM APIs) are normal; silence is cut by upstreamConn
+		MaxResponseHeaderBytes: s.limits.ResponseHeaderBytes,
 	}
 
 	s.mitm = &tls.Config{
@@ -175,16 +195,18 @@ func New(cfg Config) (*Server, error) {
 
 // ServeHTTP serves HTTP proxy requests on l: plain HTTP in absolute form
 // and CONNECT. It returns nil when l or the Server is closed.
-func (s *Server) ServeHTTP(l net.Listener) error { return s.serve(l, s.serveHTTPConn) }
+func (s *Server) ServeHTTP(l net.Listener) error { return s.serve(l, s.serveHTTPConn, false) }
 
 // ServeSOCKS serves SOCKS5 on l: no authentication, CONNECT only (BIND and
 // UDP ASSOCIATE are answered "command not supported" and logged as
 // denials). A tunnel is treated as after an HTTP CONNECT: TLS is
 // intercepted, other protocols are relayed raw. It returns nil when l or
 // the Server is closed.
-func (s *Server) ServeSOCKS(l net.Listener) error { return s.serve(l, s.serveSOCKSConn) }
+func (s *Server) ServeSOCKS(l net.Listener) error { return s.serve(l, s.serveSOCKSConn, true) }
 
-func (s *Server) serve(l net.Listener, handle func(net.Conn)) error {
+// serve accepts on l until it or the Server is closed. A connection past
+// a cap is refused at once in its protocol (socks tells which).
+func (s *Server) serve(l net.Listener, handle func(net.Conn), socks bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -213,14 +235,21 @@ func (s *Server) serve(l net.Listener, handle func(net.Conn)) error {
 			return fmt.Errorf("proxy: accepting: %w", err)
 		}
 		backoff = 0
-		if !s.track(c) {
+		if ok, reason := s.admit(); !ok {
+			go s.refuseConn(c, socks, reason)
+			continue
+		}
+		wc := &watchedConn{Conn: c}
+		if !s.track(wc) {
+			s.leave()
 			c.Close()
 			return nil
 		}
 		go func() {
-			defer s.untrack(c)
-			defer c.Close()
-			handle(c)
+			defer s.leave()
+			defer s.untrack(wc)
+			defer wc.Close()
+			handle(wc)
 		}()
 	}
 }
@@ -424,41 +453,33 @@ func (s *Server) dialDecided(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, readBufSize)}, nil
+	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, readBufSize), silence: s.timeouts.Upstream}, nil
 }
 
 // leaf returns the cached certificate for host, signing one when there is
 // none or it is about to expire.
 func (s *Server) leaf(host string) (*tls.Certificate, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.leaves[host]; c != nil && time.Until(c.Leaf.NotAfter) > time.Hour {
-		return c, nil
-	}
-	c, err := s.ca.Leaf(host, s.leafKey)
-	if err != nil {
-		return nil, err
-	}
-	s.leaves[host] = c
-	return c, nil
+	return s.leaves.get(host, func() (*tls.Certificate, error) { return s.ca.Leaf(host, s.leafKey) })
 }
 
 // relay copies between the client (read through cr) and the upstream
-// connection until both directions end, passing half-closes on, and
-// returns the bytes sent each way.
-func relay(client net.Conn, cr io.Reader, up net.Conn) (upBytes, downBytes int64) {
+// connection until both directions end, passing half-closes on, or until
+// no byte has moved either way for idle (cut). It returns the bytes sent
+// each way.
+func relay(client net.Conn, cr io.Reader, up net.Conn, idle time.Duration) (upBytes, downBytes int64, cut bool) {
+	w := watchIdle(idle, client, up)
 	done := make(chan int64, 1)
 	go func() {
-		n, err := io.Copy(up, cr)
+		n, err := io.Copy(up, w.reader(cr))
 		finish(up, client, err)
 		done <- n
 	}()
-	downBytes, err := io.Copy(client, up)
+	downBytes, err := io.Copy(client, w.reader(up))
 	finish(client, up, err)
 	upBytes = <-done
 	client.Close()
 	up.Close()
-	return upBytes, downBytes
+	return upBytes, downBytes, w.stop()
 }
 
 // finish ends one direction of a relay: a clean end half-closes dst, an

@@ -13,21 +13,22 @@ import (
 
 // SOCKS5 (RFC 1928) constants.
 const (
-	socksVersion       = 5
-	socksNoAuth        = 0x00
-	socksNoAcceptable  = 0xff
-	socksConnect       = 0x01
-	socksBind          = 0x02
-	socksUDPAssociate  = 0x03
-	socksIPv4          = 0x01
-	socksDomain        = 0x03
-	socksIPv6          = 0x04
-	socksSucceeded     = 0x00
-	socksNotAllowed    = 0x02
-	socksHostUnreach   = 0x04
-	socksRefused       = 0x05
-	socksCmdUnsupport  = 0x07
-	socksAddrUnsupport = 0x08
+	socksVersion        = 5
+	socksNoAuth         = 0x00
+	socksNoAcceptable   = 0xff
+	socksConnect        = 0x01
+	socksBind           = 0x02
+	socksUDPAssociate   = 0x03
+	socksIPv4           = 0x01
+	socksDomain         = 0x03
+	socksIPv6           = 0x04
+	socksSucceeded      = 0x00
+	socksGeneralFailure = 0x01
+	socksNotAllowed     = 0x02
+	socksHostUnreach    = 0x04
+	socksRefused        = 0x05
+	socksCmdUnsupport   = 0x07
+	socksAddrUnsupport  = 0x08
 )
 
 var socksCommands = map[byte]string{socksConnect: "CONNECT", socksBind: "BIND", socksUDPAssociate: "UDP ASSOCIATE"}
@@ -36,7 +37,7 @@ var socksCommands = map[byte]string{socksConnect: "CONNECT", socksBind: "BIND", 
 // only, then the same tunnel as after an HTTP CONNECT (TLS intercepted,
 // anything else raw to the checked address).
 func (s *Server) serveSOCKSConn(c net.Conn) {
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	c.SetDeadline(time.Now().Add(s.timeouts.Header))
 	br := bufio.NewReaderSize(c, 4<<10)
 	var b [262]byte
 	if _, err := io.ReadFull(br, b[:2]); err != nil || b[0] != socksVersion {
