@@ -93,6 +93,10 @@ func TestSecretsInjectPromptOracle(t *testing.T) {
 				t.Errorf("log entry for %s: want allow, injected ANTHROPIC_API_KEY, kept %q; got %v (%v)\n%s", path, kept, d, d.raw, dumpDecisions(ds))
 			}
 		}
+		table := s.Jail("log", "--session", sessionOf(t, r)).Stdout
+		if !strings.Contains(table, "injected ANTHROPIC_API_KEY; placeholder kept: ANTHROPIC_API_KEY in the body") {
+			t.Errorf("jail log does not show the injected secret and the kept placeholder:\n%s", table)
+		}
 		hostLogHasNoReal(t, s, g)
 	})
 }

@@ -100,6 +100,12 @@ func formatEntry(e proxy.Entry) string {
 	if e.Reason != "" {
 		why += " (" + e.Reason + ")"
 	}
+	if len(e.Injected) > 0 {
+		why += "; injected " + strings.Join(e.Injected, ", ")
+	}
+	if len(e.Kept) > 0 {
+		why += "; placeholder kept: " + strings.Join(e.Kept, ", ")
+	}
 	session := e.Session
 	if len(session) > 16 {
 		session = session[:16]
