@@ -245,7 +245,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	// request refused) before the client is told to send its body.
 	var inj *injection
 	if s.secrets != nil {
-		inj = s.secrets.begin(t.norm, t.port)
+		inj = s.secrets.beginRequest(t, scheme)
 		if !inj.request(req) {
 			return s.refuseSecret(bw, e, inj.refused(), t.norm.name)
 		}
@@ -348,6 +348,13 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	var redacting *endTracker // the upstream body, when it streams through a redactor
 	buffered := false         // the body is in memory
 	if s.secrets != nil && bodyAllowed(req.Method, resp.StatusCode) {
+		if why := s.secrets.unredactable(resp); why != "" {
+			resp.Body.Close()
+			e.Verdict, e.Status, e.Reason = verdictError, 0, "upstream sent "+why+", which cannot be checked for secrets"
+			s.record(e)
+			writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s sent %s, which cannot be checked for secrets; ask it for gzip or no content coding\n", host, why))
+			return false
+		}
 		redacting, buffered = s.secrets.redactBody(resp)
 	}
 	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
@@ -498,9 +505,13 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 		rw.Close()
 		done <- n
 	}()
-	e.BytesDown, _ = io.Copy(cl.raw, rw)
+	var echoed *streamHit
+	e.BytesDown, _ = io.Copy(cl.raw, s.secrets.echoStream(rw, &echoed))
 	cl.conn.Close()
 	e.BytesUp = <-done
+	if echoed != nil && found == nil {
+		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+echoed.s.name, echoReason(echoed, e.Host)
+	}
 	s.recordStream(e, found, "an upgraded connection")
 	return false
 }

@@ -1,0 +1,239 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSecretUpgradeEchoCut: a bound host gets the real value in an
+// upgrade request's header and echoes it in the upgraded stream, whole
+// and split across two writes; the connection is cut before the value
+// reaches the client, and the log names the secret.
+func TestSecretUpgradeEchoCut(t *testing.T) {
+	t.Parallel()
+	for _, split := range []bool{false, true} {
+		f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {
+			c, brw, _ := http.NewResponseController(w).Hijack()
+			defer c.Close()
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			brw.ReadString('\n') // the client's first frame
+			got := r.Header.Get("X-Key")
+			if !split {
+				io.WriteString(c, "you sent "+got+"\n")
+			} else {
+				io.WriteString(c, "you sent "+got[:len(got)/2])
+				time.Sleep(100 * time.Millisecond)
+				io.WriteString(c, got[len(got)/2:]+"\n")
+			}
+			time.Sleep(200 * time.Millisecond)
+		})
+		req, _ := http.NewRequest("GET", "https://api.test/ws", nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "echo")
+		req.Header.Set("X-Key", phKey)
+		resp, err := f.c.Do(req)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %v %v", resp, err)
+		}
+		rw := resp.Body.(io.ReadWriteCloser)
+		io.WriteString(rw, "hello\n")
+		got, _ := io.ReadAll(rw)
+		rw.Close()
+		if f.api.last == nil || f.api.last.Header.Get("X-Key") != valKey {
+			t.Fatalf("control: the upstream did not get the real value in the upgrade request")
+		}
+		if bytes.Contains(got, []byte(valKey)) || bytes.Contains(got, []byte(valKey[len(valKey)/2:])) {
+			t.Errorf("split %v: the real value came back through the upgraded connection: %q", split, got)
+		}
+		e := f.e.entry(t, func(x Entry) bool { return x.Path == "/ws" })
+		if e.Verdict != "deny" || e.Rule != "secret API_KEY" || !strings.Contains(e.Reason, "real value of API_KEY") {
+			t.Errorf("split %v: log entry %+v", split, e)
+		}
+		noValues(t, f.e)
+	}
+}
+
+// nonLoopbackIPv4 is an IPv4 address of this machine that is not a
+// loopback one.
+func nonLoopbackIPv4(t *testing.T) string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	t.Fatalf("this machine has no non-loopback IPv4 address to test clear text against")
+	return ""
+}
+
+// gotValue is "value" when r carries the real value in X-Key, else
+// "placeholder".
+func gotValue(r *http.Request) string {
+	if r.Header.Get("X-Key") == valKey {
+		return "value"
+	}
+	return "placeholder"
+}
+
+// TestSecretCleartextNotInjected: a placeholder in a plain HTTP request
+// to its bound host, when the host is dialled at an address off the
+// loopback, is refused: injected, the value would cross the network in
+// clear text. The same request over TLS, or in clear text to a bound
+// name mapped to a loopback server, gets the value.
+func TestSecretCleartextNotInjected(t *testing.T) {
+	t.Parallel()
+	ip := nonLoopbackIPv4(t)
+	wire := &upstream{}
+	wire.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wire.hits.Add(1)
+		io.WriteString(w, "wire "+gotValue(r))
+	}))
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire.Listener.Close()
+	wire.Listener = l
+	wire.Start()
+	t.Cleanup(wire.Close)
+	tlsUp := memCA(t)
+	api := newUpstream(t, tlsUp, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "tls "+gotValue(r)) })
+	local := newUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "local "+gotValue(r)) })
+	e := newEnv(t, Config{
+		Rules: Rules{
+			Allow: []string{"wire.test", "tls.test", "local.test"},
+			Hosts: map[string]string{"wire.test": wire.addr(), "tls.test": api.addr(), "local.test": local.addr()},
+		},
+		Upstream: &tls.Config{RootCAs: pool(tlsUp)},
+		Secrets:  []Secret{{Name: "API_KEY", Placeholder: phKey, Value: valKey, Hosts: []string{"wire.test", "tls.test", "local.test"}, Inject: everywhere}},
+	})
+	c := e.client()
+	for _, tc := range []struct {
+		url, want string
+		status    int
+	}{
+		{"http://wire.test/h", "", http.StatusForbidden},
+		{"http://wire.test/q?k=" + phKey, "", http.StatusForbidden},
+		{"https://tls.test/h", "tls value", 200},
+		{"http://local.test/h", "local value", 200},
+	} {
+		req, _ := http.NewRequest("GET", tc.url, nil)
+		if !strings.Contains(tc.url, "?") {
+			req.Header.Set("X-Key", phKey)
+		}
+		resp, body := do(t, c, req)
+		if resp.StatusCode != tc.status || tc.want != "" && body != tc.want {
+			t.Errorf("%s: got %d %q, want %d %q", tc.url, resp.StatusCode, body, tc.status, tc.want)
+		}
+		if tc.status == http.StatusForbidden && !strings.Contains(body, "clear text") {
+			t.Errorf("%s: the refusal does not say why: %q", tc.url, body)
+		}
+	}
+	if n := wire.hits.Load(); n != 0 {
+		t.Errorf("the clear-text server received %d requests", n)
+	}
+	noValues(t, e)
+}
+
+// TestSecretUnredactableResponse: a bound host that echoes the value in
+// a content coding the proxy cannot decode (sent although the request
+// did not ask for it), or in a range of a gzip stream, is refused with a
+// 502; a body labelled gzip that is not gzip is redacted as it is.
+func TestSecretUnredactableResponse(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-Key")
+		switch r.URL.Path {
+		case "/deflate":
+			var b bytes.Buffer
+			zw, _ := flate.NewWriter(&b, flate.BestSpeed)
+			io.WriteString(zw, "key "+key)
+			zw.Close()
+			w.Header().Set("Content-Encoding", "deflate")
+			w.Write(b.Bytes())
+		case "/br":
+			w.Header().Set("Content-Encoding", "br")
+			io.WriteString(w, "key "+key)
+		case "/chain":
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			io.WriteString(zw, "key "+key)
+			zw.Close()
+			w.Header().Set("Content-Encoding", "gzip, identity")
+			w.Write(b.Bytes())
+		case "/range":
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			io.WriteString(zw, "key "+key)
+			zw.Close()
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Header().Set("Content-Range", "bytes 0-9/99")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(b.Bytes()[:10])
+		case "/fake-gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			io.WriteString(w, "key "+key)
+		}
+	})
+	// A transport that never decodes: the client sees the bytes the
+	// proxy sends.
+	c := &http.Client{Transport: &http.Transport{Proxy: f.c.Transport.(*http.Transport).Proxy,
+		TLSClientConfig: f.c.Transport.(*http.Transport).TLSClientConfig, DisableCompression: true}}
+	for _, path := range []string{"/deflate", "/br", "/chain", "/range"} {
+		req, _ := http.NewRequest("GET", "https://api.test"+path, nil)
+		req.Header.Set("X-Key", phKey)
+		resp, body := do(t, c, req)
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "cannot be checked for secrets") {
+			t.Errorf("%s: got %d %q, want 502", path, resp.StatusCode, body)
+		}
+		if f.api.last.Header.Get("X-Key") != valKey {
+			t.Errorf("%s: control: the upstream did not get the value", path)
+		}
+	}
+	req, _ := http.NewRequest("GET", "https://api.test/fake-gzip", nil)
+	req.Header.Set("X-Key", phKey)
+	resp, body := do(t, c, req)
+	if resp.StatusCode != 200 || body != "key "+phKey {
+		t.Errorf("/fake-gzip: got %d %q, want the placeholder", resp.StatusCode, body)
+	}
+	noValues(t, f.e)
+}
+
+// TestSecretResponseSplitEverywhere: a value echoed in a chunked
+// response whose chunks split it at every offset is redacted whole.
+func TestSecretResponseSplitEverywhere(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-Key")
+		for i := 0; i <= len(key); i++ {
+			io.WriteString(w, "<"+key[:i])
+			w.(http.Flusher).Flush()
+			io.WriteString(w, key[i:]+">")
+			w.(http.Flusher).Flush()
+		}
+	})
+	req, _ := http.NewRequest("GET", "https://api.test/split", nil)
+	req.Header.Set("X-Key", phKey)
+	resp, err := f.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	br := bufio.NewReader(resp.Body)
+	io.Copy(&got, br)
+	resp.Body.Close()
+	want := strings.Repeat("<"+phKey+">", len(valKey)+1)
+	if got.String() != want {
+		t.Errorf("got %q\nwant %q", got.String(), want)
+	}
+}
