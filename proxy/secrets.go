@@ -1207,7 +1207,6 @@ func (ss *secrets) unredactable(resp *http.Response) string {
 	return fmt.Sprintf("a body in the content coding %q", ce)
 }
 
-
 // endTracker notes when its reader has ended.
 type endTracker struct {
 	r     io.Reader
