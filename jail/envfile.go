@@ -6,7 +6,9 @@ import (
 )
 
 // defaultSecretFiles are always masked; secrets.files adds to them.
-var defaultSecretFiles = []string{"**/.env", "**/.env.*"}
+// direnv's .envrc is a shell script of "export NAME=value" lines, which
+// MaskEnvFile reads like a .env file.
+var defaultSecretFiles = []string{"**/.env", "**/.env.*", "**/.envrc"}
 
 // MaskEnvFile rewrites a .env file's content so that every value that
 // looks like a secret (or whose name is in forced) becomes mask(name,
@@ -24,8 +26,8 @@ func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value s
 		trimmed := strings.TrimLeft(body, " \t")
 		indent := body[:len(body)-len(trimmed)]
 		export := ""
-		if rest, ok := strings.CutPrefix(trimmed, "export "); ok {
-			export, trimmed = "export ", strings.TrimLeft(rest, " \t")
+		if rest, ok := strings.CutPrefix(trimmed, "export"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+			export, trimmed = "export ", strings.TrimLeft(rest, " \t") // a shell takes a tab after export too
 		}
 		name, value, ok := strings.Cut(trimmed, "=")
 		name = strings.TrimSpace(name)

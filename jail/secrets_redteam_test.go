@@ -1,0 +1,90 @@
+package jail
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPlanEnvRepeatedValue: a secret's value copied under an innocent
+// name, whole or inside a longer value, reaches the jail as the secret's
+// placeholder; env.pass still passes what it names as it is.
+func TestPlanEnvRepeatedValue(t *testing.T) {
+	pol := &Policy{Env: EnvConfig{Pass: []string{"PASSED"}}}
+	const plainKey = "no-shape-at-all-0123456789"
+	host := []string{
+		"BACKUP=" + plainKey, // before the secret, in host order
+		"MY_API_KEY=" + plainKey,
+		"CURL_FLAGS=-H x-api-key:" + plainKey + " -s",
+		"DB=postgres://app:hunter2hunter2@db/app",
+		"DB_COPY=pw=hunter2hunter2;",
+		"PASSED=" + plainKey,
+		"SHORT=abc",
+	}
+	// DB is no secret by name, but its password is one by value (a URL
+	// with a password).
+	ep := PlanEnv(host, pol, "KEY", "S", nil)
+	env := map[string]string{}
+	for _, kv := range ep.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	ph := env["MY_API_KEY"]
+	if ph == plainKey || !strings.Contains(ph, "jail") {
+		t.Fatalf("control: MY_API_KEY inside is %q", ph)
+	}
+	for name, want := range map[string]string{
+		"BACKUP":     ph,
+		"CURL_FLAGS": "-H x-api-key:" + ph + " -s",
+		"PASSED":     plainKey,
+		"SHORT":      "abc",
+	} {
+		if env[name] != want {
+			t.Errorf("%s inside is %q, want %q", name, env[name], want)
+		}
+	}
+	if strings.Contains(env["DB_COPY"], "hunter2hunter2") || !strings.Contains(env["DB_COPY"], "jail-secret-DB-") {
+		t.Errorf("DB_COPY inside is %q: the URL's password copied elsewhere must be its placeholder", env["DB_COPY"])
+	}
+}
+
+// TestMaskRepeatedLongestFirst: when one secret's value contains
+// another's, the longer is replaced whole, so no tail of it is left.
+func TestMaskRepeatedLongestFirst(t *testing.T) {
+	pieces := []SecretPiece{
+		{Value: "short-secret", Placeholder: "jail-secret-A-xxxxxxxxxxxx"},
+		{Value: "short-secret-and-more", Placeholder: "jail-secret-B-yyyyyyyyyyyy"},
+	}
+	if got := maskRepeated("v=short-secret-and-more", pieces); got != "v=jail-secret-B-yyyyyyyyyyyy" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// TestMaskEnvFileEvasions: .env spellings an attacker planting a file,
+// or a careless user, might write; each secret's value is masked.
+func TestMaskEnvFileEvasions(t *testing.T) {
+	lines := []string{
+		"export GITHUB_TOKEN=ghp_0123456789abcdefghij0123456789abcdef",
+		"export\tMY_API_KEY=tab-separated-export-value",
+		"  my_api_key = 'lower-case-name-value' # comment",
+		"STRIPE_SECRET_KEY=\"  spaced-inside-quotes  \"",
+		"DB_PASSWORD=crlf-line-value\r",
+		"api_token2=digits-in-name-value",
+		"STRIPE_SECRET_KEY_LIVE_2=qualified-name-value",
+		"INNOCENT=ghp_0123456789abcdefghij0123456789abcdef",
+	}
+	secrets := []string{
+		"ghp_0123456789abcdefghij0123456789abcdef", "tab-separated-export-value", "lower-case-name-value",
+		"spaced-inside-quotes", "crlf-line-value", "digits-in-name-value", "qualified-name-value",
+	}
+	content := strings.Join(lines, "\n") + "\n"
+	phs := newPlaceholders("K")
+	masked, found := MaskEnvFile([]byte(content), nil, phs.mask)
+	for _, s := range secrets {
+		if strings.Contains(string(masked), s) {
+			t.Errorf("%q is left in the masked file:\n%s", s, masked)
+		}
+	}
+	if len(found) != len(lines) {
+		t.Errorf("found %d secrets, want %d: %+v", len(found), len(lines), found)
+	}
+}
