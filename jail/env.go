@@ -40,10 +40,10 @@ var droppedEnv = map[string]bool{
 }
 
 // LooksSecret reports whether a variable holds a credential: by its
-// name, by the format of its value (secretShapes), or as a URL with a
-// password.
+// name, by the format of its value (secretShapes), as a URL with a
+// password, or inside a longer value (embeddedSecrets).
 func LooksSecret(name, value string) bool {
-	return secretName(name) || shapeOf(value) != nil || urlPassword(value) != nil
+	return secretName(name) || shapeOf(value) != nil || urlPassword(value) != nil || len(embeddedSecrets(value)) > 0
 }
 
 // secretName reports whether a variable's name marks it as a credential.
@@ -88,6 +88,7 @@ func nameBase(upper string) string {
 type EnvPlan struct {
 	Env          []string // NAME=value, sorted
 	Placeholders []string // names whose values became placeholders
+	Whole        []string // names the policy makes secret: masked whole
 	Dropped      []string // names not passed at all
 }
 
@@ -110,8 +111,9 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 		forced[n] = true
 	}
 	vars := map[string]string{}
-	phs := newPlaceholders(key)
 	var ep EnvPlan
+	ep.Whole = sortedKeys(forced)
+	phs := newPlaceholders(key, ep.Whole...)
 	var pieces []SecretPiece
 	var plain []string // kept as they are, so far
 	for _, kv := range host {
@@ -124,9 +126,9 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 			ep.Dropped = append(ep.Dropped, name)
 			continue
 		case forced[name] || (!pass[name] && LooksSecret(name, value)):
-			var piece SecretPiece
-			value, piece = phs.mask(name, value)
-			pieces = append(pieces, piece)
+			var found []SecretPiece
+			value, found = phs.mask(name, value)
+			pieces = append(pieces, found...)
 			ep.Placeholders = append(ep.Placeholders, name)
 		case !pass[name]:
 			plain = append(plain, name)

@@ -16,7 +16,7 @@ var defaultSecretFiles = []string{"**/.env", "**/.env.*", "**/.envrc"}
 // replaced); everything else, comments and layout included, is kept. A
 // quoted value may span lines (a PEM key): it is masked whole. It returns
 // the new content and the secrets it replaced.
-func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value string) (string, SecretPiece)) ([]byte, []SecretPiece) {
+func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value string) (string, []SecretPiece)) ([]byte, []SecretPiece) {
 	var out bytes.Buffer
 	var found []SecretPiece
 	lines := strings.SplitAfter(string(content), "\n")
@@ -41,8 +41,8 @@ func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value s
 			i += last
 			continue
 		}
-		masked, piece := mask(name, ev.v)
-		found = append(found, piece)
+		masked, pieces := mask(name, ev.v)
+		found = append(found, pieces...)
 		out.WriteString(indent + export + name + "=" + ev.quote + masked + ev.quote + ev.comment + ev.eol)
 		i += last
 	}

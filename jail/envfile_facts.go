@@ -74,8 +74,8 @@ func envFileSecrets(pol *Policy, f *Facts) map[string][]string {
 			if in.Resolved != "" {
 				src = in.Resolved
 			}
-			_, found := MaskEnvFile(readEnvFile(src), forced, func(name, _ string) (string, SecretPiece) {
-				return "", SecretPiece{Name: name}
+			_, found := MaskEnvFile(readEnvFile(src), forced, func(name, _ string) (string, []SecretPiece) {
+				return "", []SecretPiece{{Name: name}}
 			})
 			var names []string
 			for _, fv := range found {

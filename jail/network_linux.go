@@ -224,7 +224,7 @@ func fileExists(p string) bool {
 // values first, so that a .env value equal to the environment's gets the
 // environment's placeholder and another value another one.
 func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, error) {
-	phs := newPlaceholders(plan.SecretKey)
+	phs := newPlaceholders(plan.SecretKey, plan.Env.Whole...)
 	secrets := envSecrets(plan, hostEnv, phs)
 	files, err := maskEnvFiles(plan, phs, secrets)
 	if err != nil {
@@ -239,9 +239,11 @@ func envSecrets(plan *Plan, hostEnv func(string) string, phs *placeholders) []pr
 	var out []proxy.Secret
 	for _, b := range plan.Secrets {
 		v := hostEnv(b.Name)
-		_, piece := phs.mask(b.Name, v) // an empty value too: it holds its ordinal, as in PlanEnv
-		if v != "" {
-			out = append(out, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts, Inject: b.Inject})
+		_, pieces := phs.mask(b.Name, v) // an empty value too: it holds its ordinal, as in PlanEnv
+		for _, piece := range pieces {
+			if v != "" {
+				out = append(out, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts, Inject: b.Inject})
+			}
 		}
 	}
 	return out

@@ -88,3 +88,49 @@ func TestMaskEnvFileEvasions(t *testing.T) {
 		t.Errorf("found %d secrets, want %d: %+v", len(found), len(lines), found)
 	}
 }
+
+// TestEmbeddedSecrets: credentials inside longer values under innocent
+// names are masked where they stand, the rest kept; a value the policy
+// names is masked whole all the same.
+func TestEmbeddedSecrets(t *testing.T) {
+	const gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+	const glpat = "glpat-abcdefghij0123456789"
+	for _, c := range []struct {
+		name, value string
+		secrets     []string // what must not be left
+		kept        []string // what must be
+	}{
+		{"CURL_FLAGS", "-H 'Authorization: Bearer " + gh + "' -s", []string{gh}, []string{"-H 'Authorization: Bearer ", "' -s"}},
+		{"REMOTE", "https://" + gh + "@git.example.test/o/r.git", []string{gh}, []string{"https://", "@git.example.test/o/r.git"}},
+		{"PIP_EXTRA_INDEX_URL", "https://u:Pw0rdPw0rd@a.example.test/simple https://u:Pw0rdPw0rd@b.example.test/simple", []string{"Pw0rdPw0rd"}, []string{"https://u:", "@a.example.test/simple https://u:", "@b.example.test/simple"}},
+		{"NOTE", "tokens " + gh + ", " + glpat + ".", []string{gh, glpat}, []string{"tokens ", ", ", "."}},
+	} {
+		if !LooksSecret(c.name, c.value) {
+			t.Errorf("%s=%q is not taken for a secret", c.name, c.value)
+			continue
+		}
+		masked, pieces := newPlaceholders("K").mask(c.name, c.value)
+		for _, s := range c.secrets {
+			if strings.Contains(masked, s) {
+				t.Errorf("%s: %q is left in %q", c.name, s, masked)
+			}
+		}
+		for _, k := range c.kept {
+			if !strings.Contains(masked, k) {
+				t.Errorf("%s: %q is lost from %q", c.name, k, masked)
+			}
+		}
+		if len(pieces) != len(c.secrets) {
+			t.Errorf("%s: pieces %+v, want one per secret %v", c.name, pieces, c.secrets)
+		}
+	}
+	masked, _ := newPlaceholders("K", "FORCED").mask("FORCED", "user=bob pass=hunter2 "+gh)
+	if strings.Contains(masked, "hunter2") || strings.Contains(masked, "bob") {
+		t.Errorf("a value the policy names is masked only in part: %q", masked)
+	}
+	for _, v := range []string{"/usr/local/bin:/usr/bin", "xterm-256color", "en_US.UTF-8", "https://user@example.test/", "--color=auto -l"} {
+		if LooksSecret("SOME_VAR", v) {
+			t.Errorf("LooksSecret(SOME_VAR, %q) = true: not a secret", v)
+		}
+	}
+}

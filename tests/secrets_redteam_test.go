@@ -16,8 +16,10 @@ import (
 // innocent names (in the environment, whole and inside a longer value;
 // in .env files, under another name and in a comment), and secrets in
 // spellings the detector could miss (.envrc with an "export<TAB>" line,
-// numbered and qualified names, a nested .env.production.local) never
-// reach the jail; the files on the host are left as they were.
+// numbered and qualified names, a nested .env.production.local) and
+// credentials inside longer values (a token in curl flags, passwords in
+// a list of URLs) never reach the jail; the files on the host are left
+// as they were.
 func TestSecretsRedteamCopiedValues(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -26,7 +28,11 @@ func TestSecretsRedteamCopiedValues(t *testing.T) {
 		envrc := "rc-" + randFrom(alnumChars, 20)
 		numbered := "num-" + randFrom(alnumChars, 20)
 		nested := "nest-" + randFrom(alnumChars, 20)
-		s.Env = append(s.Env, "MY_API_KEY="+real, "BACKUP_VALUE="+real, "CURL_FLAGS=-H x-api-key:"+real+" -s")
+		gh := "ghp_" + randFrom(alnumChars, 36)
+		pw := "Pw" + randFrom(alnumChars, 14)
+		s.Env = append(s.Env, "MY_API_KEY="+real, "BACKUP_VALUE="+real, "CURL_FLAGS=-H x-api-key:"+real+" -s",
+			"GH_FLAGS=-H 'Authorization: token "+gh+"'",
+			"PIP_EXTRA_INDEX_URL=https://u:"+pw+"@a.example.test/simple https://u:"+pw+"@b.example.test/simple")
 		files := map[string]string{
 			s.Project + "/.env":                              "COPY=" + real + "\n# the old key was " + real + "\n",
 			s.Project + "/.envrc":                            "export\tSTRIPE_SECRET_KEY_LIVE=" + envrc + "\n",
@@ -44,7 +50,7 @@ func TestSecretsRedteamCopiedValues(t *testing.T) {
 			t.Fatalf("the jailed command failed: %s", r)
 		}
 		out := r.Stdout + r.Stderr
-		for name, v := range map[string]string{"MY_API_KEY": real, ".envrc": envrc, "API_TOKEN2": numbered, "DB_PASSWORD_OLD": nested} {
+		for name, v := range map[string]string{"MY_API_KEY": real, ".envrc": envrc, "API_TOKEN2": numbered, "DB_PASSWORD_OLD": nested, "GH_FLAGS": gh, "PIP_EXTRA_INDEX_URL": pw} {
 			if strings.Contains(out, v) {
 				t.Errorf("the real value of %s reached the jail:\n%s", name, out)
 			}
@@ -56,6 +62,9 @@ func TestSecretsRedteamCopiedValues(t *testing.T) {
 		}
 		if env["BACKUP_VALUE"] != ph || env["CURL_FLAGS"] != "-H x-api-key:"+ph+" -s" {
 			t.Errorf("copies of MY_API_KEY inside: BACKUP_VALUE=%q CURL_FLAGS=%q; want its placeholder %q", env["BACKUP_VALUE"], env["CURL_FLAGS"], ph)
+		}
+		if !strings.HasPrefix(env["GH_FLAGS"], "-H 'Authorization: token ghp_jail") || !strings.Contains(env["PIP_EXTRA_INDEX_URL"], "@b.example.test/simple") {
+			t.Errorf("the credentials inside longer values are not masked in place: GH_FLAGS=%q PIP_EXTRA_INDEX_URL=%q", env["GH_FLAGS"], env["PIP_EXTRA_INDEX_URL"])
 		}
 		if !strings.Contains(out, "COPY="+ph+"\n") || !strings.Contains(out, "# the old key was "+ph+"\n") {
 			t.Errorf("the copies of MY_API_KEY in .env are not its placeholder:\n%s", out)
