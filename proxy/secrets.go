@@ -713,7 +713,7 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 			if !in.inflatedClean(b) {
 				return false, nil
 			}
-			out.Body = &readCloser{Reader: bytes.NewReader(b), c: body}
+			out.Body = &readCloser{Reader: in.trailerChecked(bytes.NewReader(b), out), c: body}
 			return true, nil
 		}
 		head = b
@@ -739,8 +739,33 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 	if head != nil {
 		src = io.MultiReader(bytes.NewReader(head), body)
 	}
-	out.Body = &readCloser{Reader: newReplacingReader(src, in.rewriter(place{kind: inBody}, esc, md)), c: body}
+	out.Body = &readCloser{Reader: in.trailerChecked(newReplacingReader(src, in.rewriter(place{kind: inBody}, esc, md)), out), c: body}
 	return true, nil
+}
+
+// trailerChecked reads r, and at its end rewrites out's trailer (which
+// the client has sent by then) as the header is, so that a real value or
+// an unbound placeholder cannot follow a streamed body: the end of the
+// body fails instead, before the transport sends the trailer.
+func (in *injection) trailerChecked(r io.Reader, out *http.Request) io.Reader {
+	return &trailerReader{r: r, check: func() bool { return out.Trailer == nil || in.header(out.Trailer, inTrailer) }}
+}
+
+type trailerReader struct {
+	r     io.Reader
+	check func() bool
+	done  bool
+}
+
+func (t *trailerReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err == io.EOF && !t.done {
+		t.done = true
+		if !t.check() {
+			return n, errSecretExfil
+		}
+	}
+	return n, err
 }
 
 func gzipped(ce string) bool {

