@@ -427,8 +427,10 @@ func (s *Server) refuseSecret(bw *bufio.Writer, e Entry, r *secretRefusal, hostN
 
 // limitEncoding keeps only the content codings that the proxy can
 // decode to redact a response (gzip), so that an upstream cannot echo a
-// value compressed beyond its reach.
+// value compressed beyond its reach; for the same reason a WebSocket is
+// offered no extension (permessage-deflate would compress its frames).
 func limitEncoding(h http.Header) {
+	h.Del("Sec-Websocket-Extensions")
 	vs := h.Values("Accept-Encoding")
 	if len(vs) == 0 {
 		return
@@ -489,6 +491,12 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 		return false
 	}
 	defer rw.Close()
+	if s.secrets.compressedStream(resp) {
+		e.Verdict, e.Reason = verdictError, "upstream switched to a WebSocket extension it was not offered, which cannot be checked for secrets"
+		s.record(e)
+		writeText(bw, http.StatusBadGateway, "jail: upstream switched to a WebSocket extension it was not offered, which cannot be checked for secrets\n")
+		return false
+	}
 	removeHopByHop(resp.Header)
 	fmt.Fprintf(bw, "HTTP/1.1 101 %s\r\n", http.StatusText(http.StatusSwitchingProtocols))
 	resp.Header.Write(bw)

@@ -1106,6 +1106,13 @@ func (ss *secrets) echoStream(r io.Reader, found **streamHit) io.Reader {
 	}}
 }
 
+// compressedStream reports whether an upgraded connection's upstream took
+// up a WebSocket extension (limitEncoding offers none): its frames could
+// carry a value compressed out of echoStream's sight.
+func (ss *secrets) compressedStream(resp *http.Response) bool {
+	return ss != nil && ss.vals != nil && resp.Header.Get("Sec-Websocket-Extensions") != ""
+}
+
 // echoReason is the log's reason for an upgraded connection cut at a
 // real value its upstream sent.
 func echoReason(hit *streamHit, hostName string) string {

@@ -295,3 +295,36 @@ func TestSecretStreamedBodyTrailer(t *testing.T) {
 	}
 	noValues(t, f.e)
 }
+
+// TestSecretUpgradeNoCompression: an upgrade request reaches its upstream
+// with no WebSocket extension offered (permessage-deflate would hide an
+// echoed value in compressed frames), and an upstream that takes one up
+// anyway is refused.
+func TestSecretUpgradeNoCompression(t *testing.T) {
+	t.Parallel()
+	offered := make(chan string, 1)
+	f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		offered <- r.Header.Get("Sec-Websocket-Extensions")
+		c, _, _ := http.NewResponseController(w).Hijack()
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n")
+		time.Sleep(100 * time.Millisecond)
+	})
+	req, _ := http.NewRequest("GET", "https://api.test/ws", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Extensions", "permessage-deflate; client_max_window_bits")
+	req.Header.Set("X-Key", phKey)
+	resp, err := f.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := <-offered; got != "" {
+		t.Errorf("the upstream was offered %q", got)
+	}
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "cannot be checked for secrets") {
+		t.Errorf("an upstream taking up an extension: got %d %q, want 502", resp.StatusCode, body)
+	}
+}
