@@ -6,9 +6,11 @@ import (
 )
 
 // defaultSecretFiles are always masked; secrets.files adds to them.
-// direnv's .envrc is a shell script of "export NAME=value" lines, which
-// MaskEnvFile reads like a .env file.
-var defaultSecretFiles = []string{"**/.env", "**/.env.*", "**/.envrc"}
+// Beyond .env and .env.*, .env* takes direnv's .envrc (a shell script of
+// "export NAME=value" lines, which MaskEnvFile reads like a .env file),
+// editors' backups (.env~) and variants (.env-prod, .env_local); .envs/
+// is where some project templates keep theirs (.envs/.production/.django).
+var defaultSecretFiles = []string{"**/.env", "**/.env.*", "**/.env*", "**/.envs/**"}
 
 // MaskEnvFile rewrites a .env file's content so that every value that
 // looks like a secret (or whose name is in forced) becomes mask(name,

@@ -1304,7 +1304,7 @@ func injectionPlaces(inject []string) string {
 }
 
 // secretFiles are the absolute glob patterns of files whose secret values
-// are masked: .env, .env.* and .envrc anywhere in the project, always, and what
+// are masked: .env, .env* and .envs/ anywhere in the project, always, and what
 // secrets.files adds. A config can add masks, never remove these.
 func secretFiles(pol *Policy) []string {
 	var out []string
