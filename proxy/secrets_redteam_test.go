@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"crypto/tls"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -367,4 +368,27 @@ func TestSecretRedirectElsewhere(t *testing.T) {
 		t.Errorf("evil.test received the value:\n%s", got)
 	}
 	noValues(t, f.e)
+}
+
+// TestSecretResponseMarkupEscaped: a value with markup characters (a
+// password) echoed by a bound host in an HTML or XML page, written with
+// entities, is redacted like the raw value.
+func TestSecretResponseMarkupEscaped(t *testing.T) {
+	t.Parallel()
+	const val = `p&ss<w>"rd'0042`
+	const ph = "jail-secret-DB_PASSWORD-m4rkup00"
+	up := newUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<p>"+html.EscapeString(r.Header.Get("X-Key"))+"</p><x v='"+string(xmlEscape(r.Header.Get("X-Key")))+"'/>")
+	})
+	e := newEnv(t, Config{
+		Rules:   Rules{Allow: []string{"db.test"}, Hosts: map[string]string{"db.test": up.addr()}},
+		Secrets: []Secret{{Name: "DB_PASSWORD", Placeholder: ph, Value: val, Hosts: []string{"db.test"}}},
+	})
+	req, _ := http.NewRequest("GET", "http://db.test/page", nil)
+	req.Header.Set("X-Key", ph)
+	_, body := do(t, e.client(), req)
+	if body != "<p>"+ph+"</p><x v='"+ph+"'/>" {
+		t.Errorf("the page reached the client as %q", body)
+	}
 }
