@@ -48,7 +48,8 @@ func LooksSecret(name, value string) bool {
 
 // secretName reports whether a variable's name marks it as a credential.
 func secretName(name string) bool {
-	upper := strings.ToUpper(name)
+	upper := strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name)) // a .env's stripe.secret-key
+
 	if secretNames[upper] {
 		return true
 	}

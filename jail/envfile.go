@@ -21,7 +21,7 @@ var defaultSecretFiles = []string{"**/.env", "**/.env.*", "**/.env*", "**/.envs/
 func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value string) (string, []SecretPiece)) ([]byte, []SecretPiece) {
 	var out bytes.Buffer
 	var found []SecretPiece
-	lines := strings.SplitAfter(string(content), "\n")
+	lines := envLines(string(content))
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
 		body := strings.TrimRight(line, "\r\n")
@@ -31,9 +31,8 @@ func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value s
 		if rest, ok := strings.CutPrefix(trimmed, "export"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
 			export, trimmed = "export ", strings.TrimLeft(rest, " \t") // a shell takes a tab after export too
 		}
-		name, value, ok := strings.Cut(trimmed, "=")
-		name = strings.TrimSpace(name)
-		if !ok || strings.HasPrefix(trimmed, "#") || !validEnvName(name) {
+		name, sep, value, ok := envAssignment(trimmed)
+		if !ok || strings.HasPrefix(trimmed, "#") {
 			out.WriteString(line)
 			continue
 		}
@@ -45,10 +44,63 @@ func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value s
 		}
 		masked, pieces := mask(name, ev.v)
 		found = append(found, pieces...)
-		out.WriteString(indent + export + name + "=" + ev.quote + masked + ev.quote + ev.comment + ev.eol)
+		out.WriteString(indent + export + name + sep + ev.quote + masked + ev.quote + ev.comment + ev.eol)
 		i += last
 	}
 	return out.Bytes(), found
+}
+
+// envLines splits a .env file into lines, each with its line ending: a
+// lone "\r" ends a line too, as dotenv libraries read it, so that no line
+// hides behind another one's value.
+func envLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\n':
+			out = append(out, s[start:i+1])
+			start = i + 1
+		case s[i] == '\r' && (i+1 == len(s) || s[i+1] != '\n'):
+			out = append(out, s[start:i+1])
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// envAssignment splits a line (after any "export") into a name, the
+// separator as it is written again ("=", or ": " in the NAME: value form
+// some dotenv libraries read) and the value. Names are those dotenv
+// libraries take: letters, digits, '_', '.' and '-'.
+func envAssignment(s string) (name, sep, value string, ok bool) {
+	i := strings.IndexAny(s, "=:")
+	if i < 0 {
+		return "", "", "", false
+	}
+	name, sep, value = strings.TrimSpace(s[:i]), "=", s[i+1:]
+	if s[i] == ':' {
+		if value == "" || value[0] != ' ' && value[0] != '\t' {
+			return "", "", "", false
+		}
+		sep = ": "
+	}
+	return name, sep, value, dotenvName(name)
+}
+
+// dotenvName reports whether s is a variable name as dotenv libraries
+// read one.
+func dotenvName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c == '.' || c == '-' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // dotenvValue is a .env value split from its quotes and trailing comment.
@@ -57,13 +109,13 @@ type dotenvValue struct {
 }
 
 // envValue splits the value after NAME= (its line ending eol) from its
-// quotes and a trailing comment. A quote left open runs on through the
+// quotes (', " or `) and a trailing comment. A quote left open runs on through the
 // following lines (more) to the one that closes it, or to the end of the
 // file; last is how many of them the value took.
 func envValue(value, eol string, more []string) (ev dotenvValue, last int) {
 	v := strings.TrimSpace(value)
 	ev.eol = eol
-	if len(v) == 0 || (v[0] != '"' && v[0] != '\'') {
+	if len(v) == 0 || (v[0] != '"' && v[0] != '\'' && v[0] != '`') { // dotenv for node quotes with backticks too
 		if i := strings.Index(v, " #"); i >= 0 {
 			v, ev.comment = v[:i], v[i:]
 		}

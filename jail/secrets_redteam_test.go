@@ -71,10 +71,15 @@ func TestMaskEnvFileEvasions(t *testing.T) {
 		"api_token2=digits-in-name-value",
 		"STRIPE_SECRET_KEY_LIVE_2=qualified-name-value",
 		"INNOCENT=ghp_0123456789abcdefghij0123456789abcdef",
+		"PLAIN=1\rMY_PASSWORD=lone-cr-value-1\r",                                                             // a lone CR ends a line for dotenv
+		"PRIVATE_KEY=`-----BEGIN RSA PRIVATE KEY-----\nMIIEbacktickbody0123\n-----END RSA PRIVATE KEY-----`", // node's backtick quotes
+		"stripe.secret-key=dotted-name-value",                                                                // node's [\w.-]+ names
+		"RUBY_TOKEN: ruby-colon-value",                                                                       // ruby's NAME: value
 	}
 	secrets := []string{
 		"ghp_0123456789abcdefghij0123456789abcdef", "tab-separated-export-value", "lower-case-name-value",
 		"spaced-inside-quotes", "crlf-line-value", "digits-in-name-value", "qualified-name-value",
+		"lone-cr-value-1", "MIIEbacktickbody0123", "dotted-name-value", "ruby-colon-value",
 	}
 	content := strings.Join(lines, "\n") + "\n"
 	phs := newPlaceholders("K")
@@ -83,6 +88,9 @@ func TestMaskEnvFileEvasions(t *testing.T) {
 		if strings.Contains(string(masked), s) {
 			t.Errorf("%q is left in the masked file:\n%s", s, masked)
 		}
+	}
+	if !strings.Contains(string(masked), "PLAIN=1\r") || !strings.Contains(string(masked), "RUBY_TOKEN: jail-secret-") {
+		t.Errorf("the layout is not kept:\n%q", masked)
 	}
 	if len(found) != len(lines) {
 		t.Errorf("found %d secrets, want %d: %+v", len(found), len(lines), found)

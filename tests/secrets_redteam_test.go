@@ -17,7 +17,8 @@ import (
 // in .env files, under another name and in a comment), and secrets in
 // spellings the detector could miss (.envrc with an "export<TAB>" line,
 // numbered and qualified names, a nested .env.production.local, an
-// editor's .env~, a template's .envs/.production/.django) and
+// editor's .env~, a template's .envs/.production/.django, a lone CR and
+// backtick quotes as dotenv libraries read them) and
 // credentials inside longer values (a token in curl flags, passwords in
 // a list of URLs) never reach the jail; the files on the host are left
 // as they were.
@@ -31,6 +32,8 @@ func TestSecretsRedteamCopiedValues(t *testing.T) {
 		nested := "nest-" + randFrom(alnumChars, 20)
 		backup := "bak-" + randFrom(alnumChars, 20)
 		django := "dj-" + randFrom(alnumChars, 20)
+		lonecr := "cr-" + randFrom(alnumChars, 20)
+		pemBody := "MIIE" + randFrom(alnumChars, 40)
 		gh := "ghp_" + randFrom(alnumChars, 36)
 		pw := "Pw" + randFrom(alnumChars, 14)
 		s.Env = append(s.Env, "MY_API_KEY="+real, "BACKUP_VALUE="+real, "CURL_FLAGS=-H x-api-key:"+real+" -s",
@@ -43,6 +46,9 @@ func TestSecretsRedteamCopiedValues(t *testing.T) {
 			s.Project + "/deploy/prod/.env.production.local": "DB_PASSWORD_OLD=" + nested + "\n",
 			s.Project + "/.env~":                             "OLD_SECRET=" + backup + "\n",
 			s.Project + "/.envs/.production/.django":         "DJANGO_SECRET_KEY=" + django + "\n",
+			// As dotenv libraries read it: a lone CR ends a line, backticks
+			// quote a multi-line value.
+			s.Project + "/.env.local": "PLAIN=1\rMY_PASSWORD=" + lonecr + "\rPRIVATE_KEY=`-----BEGIN RSA PRIVATE KEY-----\n" + pemBody + "\n-----END RSA PRIVATE KEY-----`\n",
 		}
 		for p, c := range files {
 			if err := os.MkdirAll(p[:strings.LastIndexByte(p, '/')], 0o755); err != nil {
@@ -50,12 +56,12 @@ func TestSecretsRedteamCopiedValues(t *testing.T) {
 			}
 			s.WriteFile(p, c, 0o644)
 		}
-		r := s.Sh(`env; for f in .env .envrc app/.env deploy/prod/.env.production.local .env~ .envs/.production/.django; do echo "== $f"; cat "$f"; done`)
+		r := s.Sh(`env; for f in .env .envrc app/.env deploy/prod/.env.production.local .env~ .envs/.production/.django .env.local; do echo "== $f"; cat "$f"; done`)
 		if r.Code != 0 {
 			t.Fatalf("the jailed command failed: %s", r)
 		}
 		out := r.Stdout + r.Stderr
-		for name, v := range map[string]string{"MY_API_KEY": real, ".envrc": envrc, "API_TOKEN2": numbered, "DB_PASSWORD_OLD": nested, "GH_FLAGS": gh, "PIP_EXTRA_INDEX_URL": pw, ".env~": backup, ".envs/": django} {
+		for name, v := range map[string]string{"MY_API_KEY": real, ".envrc": envrc, "API_TOKEN2": numbered, "DB_PASSWORD_OLD": nested, "GH_FLAGS": gh, "PIP_EXTRA_INDEX_URL": pw, ".env~": backup, ".envs/": django, "MY_PASSWORD": lonecr, "PRIVATE_KEY": pemBody} {
 			if strings.Contains(out, v) {
 				t.Errorf("the real value of %s reached the jail:\n%s", name, out)
 			}
