@@ -6,11 +6,14 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"crypto/tls"
+	"fmt"
 	"html"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"testing"
 	"time"
@@ -390,5 +393,37 @@ func TestSecretResponseMarkupEscaped(t *testing.T) {
 	_, body := do(t, e.client(), req)
 	if body != "<p>"+ph+"</p><x v='"+ph+"'/>" {
 		t.Errorf("the page reached the client as %q", body)
+	}
+}
+
+// TestSecretInformationalResponse: a value a bound host echoes in a 1xx
+// response's header fields (103 Early Hints) never reaches the client:
+// the proxy passes on only the final response, redacted.
+func TestSecretInformationalResponse(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "<https://cdn.test/"+r.Header.Get("X-Key")+">; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(w, "final "+r.Header.Get("X-Key"))
+	})
+	var early []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		early = append(early, fmt.Sprint(code, h))
+		return nil
+	}}
+	req, _ := http.NewRequest("GET", "https://api.test/hints", nil)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	req.Header.Set("X-Key", phKey)
+	resp, body := do(t, f.c, req)
+	if f.api.last.Header.Get("X-Key") != valKey {
+		t.Fatalf("control: the upstream did not get the value")
+	}
+	for _, s := range append(early, body, fmt.Sprint(resp.Header)) {
+		if strings.Contains(s, valKey) {
+			t.Errorf("the value reached the client: %q", s)
+		}
+	}
+	if body != "final "+phKey {
+		t.Errorf("body %q", body)
 	}
 }
