@@ -33,7 +33,9 @@ func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value s
 		}
 		name, sep, value, ok := envAssignment(trimmed)
 		if !ok || strings.HasPrefix(trimmed, "#") {
-			out.WriteString(line)
+			masked, pieces := maskLine(line, mask)
+			out.WriteString(masked)
+			found = append(found, pieces...)
 			continue
 		}
 		ev, last := envValue(value, line[len(body):], lines[i+1:])
@@ -48,6 +50,22 @@ func MaskEnvFile(content []byte, forced map[string]bool, mask func(name, value s
 		i += last
 	}
 	return out.Bytes(), found
+}
+
+// lineSecretName names the credentials found in a line that assigns
+// nothing (a comment, a line no dotenv library reads): they are bound
+// nowhere.
+const lineSecretName = "ENV_FILE_LINE"
+
+// maskLine masks the credentials of a known format in a line that
+// assigns nothing ("# the old token was ghp_…"), keeping the rest.
+func maskLine(line string, mask func(name, value string) (string, []SecretPiece)) (string, []SecretPiece) {
+	body := strings.TrimRight(line, "\r\n")
+	if len(embeddedSecrets(body)) == 0 {
+		return line, nil
+	}
+	masked, pieces := mask(lineSecretName, body)
+	return masked + line[len(body):], pieces
 }
 
 // envLines splits a .env file into lines, each with its line ending: a

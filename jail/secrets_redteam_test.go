@@ -74,12 +74,13 @@ func TestMaskEnvFileEvasions(t *testing.T) {
 		"PLAIN=1\rMY_PASSWORD=lone-cr-value-1\r",                                                             // a lone CR ends a line for dotenv
 		"PRIVATE_KEY=`-----BEGIN RSA PRIVATE KEY-----\nMIIEbacktickbody0123\n-----END RSA PRIVATE KEY-----`", // node's backtick quotes
 		"stripe.secret-key=dotted-name-value",                                                                // node's [\w.-]+ names
-		"RUBY_TOKEN: ruby-colon-value",                                                                       // ruby's NAME: value
+		"RUBY_TOKEN: ruby-colon-value",
+		"# rotated: the old token was glpat-commentedOutToken0123 and still works", // ruby's NAME: value
 	}
 	secrets := []string{
 		"ghp_0123456789abcdefghij0123456789abcdef", "tab-separated-export-value", "lower-case-name-value",
 		"spaced-inside-quotes", "crlf-line-value", "digits-in-name-value", "qualified-name-value",
-		"lone-cr-value-1", "MIIEbacktickbody0123", "dotted-name-value", "ruby-colon-value",
+		"lone-cr-value-1", "MIIEbacktickbody0123", "dotted-name-value", "ruby-colon-value", "glpat-commentedOutToken0123",
 	}
 	content := strings.Join(lines, "\n") + "\n"
 	phs := newPlaceholders("K")
