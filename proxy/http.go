@@ -334,7 +334,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		return false
 	}
 	e.Verdict, e.Status = verdictAllow, resp.StatusCode
-	s.secrets.redactHeader(resp.Header)
+	s.secrets.redactHead(resp)
 
 	if resp.StatusCode == http.StatusSwitchingProtocols && upgrade != "" {
 		if inj != nil {

@@ -362,6 +362,16 @@ func (ss *secrets) redactHeader(h http.Header) {
 	}
 }
 
+// redactHead replaces every value in resp's status line (an upstream
+// may write any reason phrase, and it is passed on) and header fields.
+func (ss *secrets) redactHead(resp *http.Response) {
+	if ss == nil {
+		return
+	}
+	resp.Status = ss.redactString(resp.Status)
+	ss.redactHeader(resp.Header)
+}
+
 // injection is what the secrets do to one request to a decided host.
 type injection struct {
 	ss   *secrets

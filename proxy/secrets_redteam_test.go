@@ -427,3 +427,31 @@ func TestSecretInformationalResponse(t *testing.T) {
 		t.Errorf("body %q", body)
 	}
 }
+
+// TestSecretReasonPhrase: a value a bound host writes in its status
+// line's reason phrase, which the proxy passes on, is redacted.
+func TestSecretReasonPhrase(t *testing.T) {
+	t.Parallel()
+	f := newSecretFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		c, _, _ := http.NewResponseController(w).Hijack()
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 401 Bad key "+r.Header.Get("X-Key")+"\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno")
+	})
+	_, _, conn, br := raw(t, f.e.httpAddr, "CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+	cfg := f.c.Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.ServerName = "api.test"
+	tc := tls.Client(&bufConn{Conn: conn, r: br}, cfg)
+	io.WriteString(tc, "GET /reason HTTP/1.1\r\nHost: api.test\r\nX-Key: "+phKey+"\r\n\r\n")
+	line, err := bufio.NewReader(tc).ReadString('\n')
+	if err != nil || strings.Contains(line, valKey) || !strings.Contains(line, phKey) {
+		t.Errorf("the status line reached the client as %q (%v); want the placeholder in it", line, err)
+	}
+}
+
+// bufConn reads what its reader has buffered before the connection.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
