@@ -237,3 +237,38 @@ func TestSecretsRedteamEchoBack(t *testing.T) {
 		hostLogHasNoReal(t, s, g)
 	})
 }
+
+// TestSecretsRedteamHardLinkedEnv: a .env with a second name in the
+// project (a hard link, as a tool that shares one .env between
+// directories makes) is masked under its .env name, and its other name
+// shows nothing of it; a hard link between two .env names gets the masked
+// copy at both.
+func TestSecretsRedteamHardLinkedEnv(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		real := "hl-" + randFrom(alnumChars, 24)
+		s.WriteFile(s.Project+"/.env", "DB_PASSWORD="+real+"\n", 0o644)
+		if err := os.MkdirAll(s.Project+"/config", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"/config/settings.ini", "/.env.backup"} {
+			if err := os.Link(s.Project+"/.env", s.Project+name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := s.Sh(`for f in .env .env.backup config/settings.ini; do echo "== $f"; cat "$f"; done; true`)
+		out := r.Stdout + r.Stderr
+		if strings.Contains(out, real) {
+			t.Errorf("the real value reached the jail through a hard link:\n%s", out)
+		}
+		for _, f := range []string{".env", ".env.backup"} {
+			if !strings.Contains(r.Stdout, "== "+f+"\nDB_PASSWORD=jail-secret-DB_PASSWORD-") {
+				t.Errorf("control: %s inside is not the masked copy:\n%s", f, r)
+			}
+		}
+		if b, _ := os.ReadFile(s.Project + "/config/settings.ini"); string(b) != "DB_PASSWORD="+real+"\n" {
+			t.Errorf("the host file changed: %q", b)
+		}
+	})
+}
