@@ -40,15 +40,16 @@ var droppedEnv = map[string]bool{
 }
 
 // LooksSecret reports whether a variable holds a credential: by its
-// name, by the format of its value (secretShapes), or as a URL with a
-// password.
+// name, by the format of its value (secretShapes), as a URL with a
+// password, or inside a longer value (embeddedSecrets).
 func LooksSecret(name, value string) bool {
-	return secretName(name) || shapeOf(value) != nil || urlPassword(value) != nil
+	return secretName(name) || shapeOf(value) != nil || urlPassword(value) != nil || len(embeddedSecrets(value)) > 0
 }
 
 // secretName reports whether a variable's name marks it as a credential.
 func secretName(name string) bool {
-	upper := strings.ToUpper(name)
+	upper := strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name)) // a .env's stripe.secret-key
+
 	if secretNames[upper] {
 		return true
 	}
@@ -57,18 +58,38 @@ func secretName(name string) bool {
 			return false
 		}
 	}
+	base := nameBase(upper)
 	for _, s := range secretSuffixes {
-		if strings.HasSuffix(upper, s) {
+		if strings.HasSuffix(upper, s) || strings.HasSuffix(base, s) {
 			return true
 		}
 	}
 	return false
 }
 
+// nameQualifiers end the names of a credential's variants
+// (STRIPE_SECRET_KEY_LIVE, DB_PASSWORD_OLD).
+var nameQualifiers = []string{"_PROD", "_PRODUCTION", "_LIVE", "_DEV", "_STAGING", "_STAGE", "_TEST", "_OLD", "_NEW", "_BACKUP", "_PRIMARY", "_SECONDARY"}
+
+// nameBase is an upper-case name without what numbers or qualifies a
+// credential's variants: API_TOKEN2, API_TOKEN_2 and API_TOKEN_PROD_2
+// are all API_TOKEN.
+func nameBase(upper string) string {
+	trim := func(s string) string { return strings.TrimSuffix(strings.TrimRight(s, "0123456789"), "_") }
+	base := trim(upper)
+	for _, q := range nameQualifiers {
+		if b, ok := strings.CutSuffix(base, q); ok {
+			return trim(b)
+		}
+	}
+	return base
+}
+
 // EnvPlan is the jailed command's environment and what was masked.
 type EnvPlan struct {
 	Env          []string // NAME=value, sorted
 	Placeholders []string // names whose values became placeholders
+	Whole        []string // names the policy makes secret: masked whole
 	Dropped      []string // names not passed at all
 }
 
@@ -91,8 +112,11 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 		forced[n] = true
 	}
 	vars := map[string]string{}
-	phs := newPlaceholders(key)
 	var ep EnvPlan
+	ep.Whole = sortedKeys(forced)
+	phs := newPlaceholders(key, ep.Whole...)
+	var pieces []SecretPiece
+	var plain []string // kept as they are, so far
 	for _, kv := range host {
 		name, value, ok := strings.Cut(kv, "=")
 		if _, dup := vars[name]; !ok || name == "" || dup {
@@ -103,10 +127,17 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 			ep.Dropped = append(ep.Dropped, name)
 			continue
 		case forced[name] || (!pass[name] && LooksSecret(name, value)):
-			value, _ = phs.mask(name, value)
+			var found []SecretPiece
+			value, found = phs.mask(name, value)
+			pieces = append(pieces, found...)
 			ep.Placeholders = append(ep.Placeholders, name)
+		case !pass[name]:
+			plain = append(plain, name)
 		}
 		vars[name] = value
+	}
+	for _, name := range plain {
+		vars[name] = maskRepeated(vars[name], pieces)
 	}
 	home := vars["HOME"]
 	for k, v := range pol.Env.Set {
@@ -125,6 +156,29 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 	sort.Strings(ep.Placeholders)
 	sort.Strings(ep.Dropped)
 	return ep
+}
+
+// minRepeated is the shortest secret value searched for in other values:
+// a shorter one would match unrelated text.
+const minRepeated = 8
+
+// maskRepeated replaces, in a value no rule took for a secret, every
+// occurrence of a secret's value by its placeholder (the longest values
+// first): a credential copied under an innocent name
+// (BACKUP=<the API key>, CURL_FLAGS=-H "x-api-key: <it>") is still the
+// credential.
+func maskRepeated(v string, pieces []SecretPiece) string {
+	if len(pieces) == 0 || len(v) < minRepeated {
+		return v
+	}
+	sorted := append([]SecretPiece(nil), pieces...)
+	sort.SliceStable(sorted, func(i, j int) bool { return len(sorted[i].Value) > len(sorted[j].Value) })
+	for _, p := range sorted {
+		if len(p.Value) >= minRepeated {
+			v = strings.ReplaceAll(v, p.Value, p.Placeholder)
+		}
+	}
+	return v
 }
 
 // expandHome replaces "~/" with home's path where a shell assignment would:

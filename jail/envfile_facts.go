@@ -51,6 +51,43 @@ func readEnvFile(path string) []byte {
 	return b
 }
 
+// secretFilePaths are the files the secret-file patterns match that jail
+// masks, as read (a symlink's target).
+func (f *Facts) secretFilePaths(pol *Policy) []string {
+	var out []string
+	for _, pat := range secretFiles(pol) {
+		files := []string{pat}
+		if HasMeta(pat) {
+			files = f.Matches[pat]
+		}
+		for _, path := range files {
+			in := f.info(path)
+			if !in.Exists || in.Dir || in.Unreadable {
+				continue
+			}
+			if in.Resolved != "" {
+				path = in.Resolved
+			}
+			out = append(out, path)
+		}
+	}
+	return union(nil, out)
+}
+
+// noteLinked notes in c a file with more than one hard link, as one whose
+// other names must be hidden (sensitive).
+func noteLinked(path string, c *linkCensus, sensitive map[[2]uint64]string) {
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink < 2 {
+		return
+	}
+	key := [2]uint64{uint64(st.Dev), st.Ino}
+	c.note(path, key, uint64(st.Nlink), false)
+	if sensitive[key] == "" {
+		sensitive[key] = path
+	}
+}
+
 // envFileSecrets are the names of the secrets each .env file holds (the
 // values that MaskEnvFile replaces), for `jail plan`: read while gathering
 // facts, bounded like the copies, never keeping a value.
@@ -74,8 +111,8 @@ func envFileSecrets(pol *Policy, f *Facts) map[string][]string {
 			if in.Resolved != "" {
 				src = in.Resolved
 			}
-			_, found := MaskEnvFile(readEnvFile(src), forced, func(name, _ string) (string, SecretPiece) {
-				return "", SecretPiece{Name: name}
+			_, found := MaskEnvFile(readEnvFile(src), forced, func(name, _ string) (string, []SecretPiece) {
+				return "", []SecretPiece{{Name: name}}
 			})
 			var names []string
 			for _, fv := range found {

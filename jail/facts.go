@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -226,6 +227,11 @@ func (f *Facts) findHardLinks(pol *Policy) error {
 			}
 		}
 	}
+	// A masked .env with another name would show its real values there.
+	envNames := f.secretFilePaths(pol)
+	for _, p := range envNames {
+		noteLinked(p, c, sensitive)
+	}
 	if len(sensitive) == 0 && blind == nil {
 		return nil
 	}
@@ -237,7 +243,11 @@ func (f *Facts) findHardLinks(pol *Policy) error {
 	}
 	for key, paths := range c.shown {
 		if sensitive[key] != "" {
-			f.HardLinks = append(f.HardLinks, paths...)
+			for _, p := range paths {
+				if !slices.Contains(envNames, p) { // a .env name gets its masked copy
+					f.HardLinks = append(f.HardLinks, p)
+				}
+			}
 		}
 	}
 	sort.Strings(f.HardLinks)

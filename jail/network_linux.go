@@ -224,7 +224,7 @@ func fileExists(p string) bool {
 // values first, so that a .env value equal to the environment's gets the
 // environment's placeholder and another value another one.
 func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, error) {
-	phs := newPlaceholders(plan.SecretKey)
+	phs := newPlaceholders(plan.SecretKey, plan.Env.Whole...)
 	secrets := envSecrets(plan, hostEnv, phs)
 	files, err := maskEnvFiles(plan, phs, secrets)
 	if err != nil {
@@ -239,9 +239,11 @@ func envSecrets(plan *Plan, hostEnv func(string) string, phs *placeholders) []pr
 	var out []proxy.Secret
 	for _, b := range plan.Secrets {
 		v := hostEnv(b.Name)
-		_, piece := phs.mask(b.Name, v) // an empty value too: it holds its ordinal, as in PlanEnv
-		if v != "" {
-			out = append(out, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts, Inject: b.Inject})
+		_, pieces := phs.mask(b.Name, v) // an empty value too: it holds its ordinal, as in PlanEnv
+		for _, piece := range pieces {
+			if v != "" {
+				out = append(out, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts, Inject: b.Inject})
+			}
 		}
 	}
 	return out
@@ -269,20 +271,38 @@ func maskEnvFiles(plan *Plan, phs *placeholders, known []proxy.Secret) ([]proxy.
 		seen[s.Placeholder] = true
 	}
 	var out []proxy.Secret
-	for _, ef := range plan.EnvFiles {
-		masked, found := MaskEnvFile(readEnvFile(ef.Path), forced, phs.mask)
+	pieces := secretPieces(known)
+	masked := make([][]byte, len(plan.EnvFiles))
+	for i, ef := range plan.EnvFiles {
+		var found []SecretPiece
+		masked[i], found = MaskEnvFile(readEnvFile(ef.Path), forced, phs.mask)
 		for _, fv := range found {
 			if !seen[fv.Placeholder] {
 				seen[fv.Placeholder] = true
+				pieces = append(pieces, fv)
 				out = append(out, proxy.Secret{Name: fv.Name, Placeholder: fv.Placeholder, Value: fv.Value, Hosts: secretHosts(fv.Name, plan.SecretEnv),
 					Inject: secretInject(fv.Name, plan.SecretEnv)})
 			}
 		}
-		if err := os.WriteFile(ef.Copy, masked, 0o600); err != nil {
+	}
+	// Every secret's value is masked in every file, wherever it stands:
+	// a value copied under an innocent name or into a comment is still
+	// the credential.
+	for i, ef := range plan.EnvFiles {
+		if err := os.WriteFile(ef.Copy, []byte(maskRepeated(string(masked[i]), pieces)), 0o600); err != nil {
 			return nil, fmt.Errorf("writing the masked copy of %s: %w", ef.Path, err)
 		}
 	}
 	return out, nil
+}
+
+// secretPieces are the values and placeholders of secrets.
+func secretPieces(secrets []proxy.Secret) []SecretPiece {
+	out := make([]SecretPiece, len(secrets))
+	for i, s := range secrets {
+		out[i] = SecretPiece{Name: s.Name, Value: s.Value, Placeholder: s.Placeholder}
+	}
+	return out
 }
 
 // readBounded reads a file of at most max bytes.

@@ -155,7 +155,8 @@ func TestPlaceholdersRegistry(t *testing.T) {
 	phs := newPlaceholders("k")
 	env, _ := phs.mask("API_TOKEN", "from-env")
 	again, _ := phs.mask("API_TOKEN", "from-env")
-	other, piece := phs.mask("API_TOKEN", "from-file")
+	other, pieces := phs.mask("API_TOKEN", "from-file")
+	piece := pieces[0]
 	if env != again {
 		t.Errorf("same name and value: %q then %q", env, again)
 	}
@@ -199,7 +200,8 @@ func TestURLPassword(t *testing.T) {
 		if !LooksSecret(c.name, c.value) {
 			t.Errorf("LooksSecret(%s, %q) = false", c.name, c.value)
 		}
-		masked, piece := phs.mask(c.name, c.value)
+		masked, pieces := phs.mask(c.name, c.value)
+		piece := pieces[0]
 		if piece.Value != c.pass || !strings.HasPrefix(piece.Placeholder, "jail-secret-"+c.name+"-") {
 			t.Errorf("%s: the secret is %+v, want the password %q", c.name, piece, c.pass)
 		}

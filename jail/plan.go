@@ -1304,8 +1304,8 @@ func injectionPlaces(inject []string) string {
 }
 
 // secretFiles are the absolute glob patterns of files whose secret values
-// are masked: .env and .env.* anywhere in the project, always, and what
-// secrets.files adds. A config can add masks, never remove these.
+// are masked: .env, .env* and .envs/ anywhere in the project, always, and
+// what secrets.files adds. A config can add masks, never remove these.
 func secretFiles(pol *Policy) []string {
 	var out []string
 	for _, p := range defaultSecretFiles {

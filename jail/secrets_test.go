@@ -19,8 +19,8 @@ func TestMaskEnvFile(t *testing.T) {
 		"CRLF_SECRET=x\r",
 		"",
 	}, "\n")
-	got, found := MaskEnvFile([]byte(in), map[string]bool{"MY_KEY": true}, func(name, value string) (string, SecretPiece) {
-		return "PH(" + name + ")", SecretPiece{Name: name, Value: value, Placeholder: "PH(" + name + ")"}
+	got, found := MaskEnvFile([]byte(in), map[string]bool{"MY_KEY": true}, func(name, value string) (string, []SecretPiece) {
+		return "PH(" + name + ")", []SecretPiece{{Name: name, Value: value, Placeholder: "PH(" + name + ")"}}
 	})
 	want := strings.Join([]string{
 		"# comment stays",

@@ -269,7 +269,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	// request refused) before the client is told to send its body.
 	var inj *injection
 	if s.secrets != nil {
-		inj = s.secrets.begin(t.norm, t.port)
+		inj = s.secrets.beginRequest(t, scheme)
 		if !inj.request(req) {
 			return s.refuseSecret(bw, e, inj.refused(), t.norm.name)
 		}
@@ -358,7 +358,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		return false
 	}
 	e.Verdict, e.Status = verdictAllow, resp.StatusCode
-	s.secrets.redactHeader(resp.Header)
+	s.secrets.redactHead(resp)
 
 	if resp.StatusCode == http.StatusSwitchingProtocols && upgrade != "" {
 		if inj != nil {
@@ -372,6 +372,13 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	var redacting *endTracker // the upstream body, when it streams through a redactor
 	buffered := false         // the body is in memory
 	if s.secrets != nil && bodyAllowed(req.Method, resp.StatusCode) {
+		if why := s.secrets.unredactable(resp); why != "" {
+			resp.Body.Close()
+			e.Verdict, e.Status, e.Reason = verdictError, 0, "upstream sent "+why+", which cannot be checked for secrets"
+			s.record(e)
+			writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s sent %s, which cannot be checked for secrets; ask it for gzip or no content coding\n", host, why))
+			return false
+		}
 		redacting, buffered = s.secrets.redactBody(resp)
 	}
 	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
@@ -444,8 +451,10 @@ func (s *Server) refuseSecret(bw *bufio.Writer, e Entry, r *secretRefusal, hostN
 
 // limitEncoding keeps only the content codings that the proxy can
 // decode to redact a response (gzip), so that an upstream cannot echo a
-// value compressed beyond its reach.
+// value compressed beyond its reach; for the same reason a WebSocket is
+// offered no extension (permessage-deflate would compress its frames).
 func limitEncoding(h http.Header) {
+	h.Del("Sec-Websocket-Extensions")
 	vs := h.Values("Accept-Encoding")
 	if len(vs) == 0 {
 		return
@@ -506,6 +515,12 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 		return false
 	}
 	defer rw.Close()
+	if s.secrets.compressedStream(resp) {
+		e.Verdict, e.Reason = verdictError, "upstream switched to a WebSocket extension it was not offered, which cannot be checked for secrets"
+		s.record(e)
+		writeText(bw, http.StatusBadGateway, "jail: upstream switched to a WebSocket extension it was not offered, which cannot be checked for secrets\n")
+		return false
+	}
 	removeHopByHop(resp.Header)
 	fmt.Fprintf(bw, "HTTP/1.1 101 %s\r\n", http.StatusText(http.StatusSwitchingProtocols))
 	resp.Header.Write(bw)
@@ -526,10 +541,14 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 		rw.Close()
 		done <- n
 	}()
-	e.BytesDown, _ = io.Copy(cl.raw, idle.reader(rw))
+	var echoed *streamHit
+	e.BytesDown, _ = io.Copy(cl.raw, idle.reader(s.secrets.echoStream(rw, &echoed)))
 	cl.conn.Close()
 	e.BytesUp = <-done
 	idle.stop()
+	if echoed != nil && found == nil {
+		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+echoed.s.name, echoReason(echoed, e.Host)
+	}
 	s.recordStream(e, found, "an upgraded connection")
 	return false
 }

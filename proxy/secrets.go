@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -62,6 +63,7 @@ var (
 	errSecretTooLarge = errors.New("jail: a secret's placeholder in a request body too large to rewrite")
 	errSecretHeader   = errors.New("jail: a secret whose value cannot be sent in a header")
 	errSecretValue    = errors.New("jail: a secret's real value in a request")
+	errSecretClear    = errors.New("jail: a secret's value to be sent in clear text")
 )
 
 // escaping is how a value is written where a placeholder stood.
@@ -360,11 +362,24 @@ func (ss *secrets) redactHeader(h http.Header) {
 	}
 }
 
+// redactHead replaces every value in resp's status line (an upstream
+// may write any reason phrase, and it is passed on) and header fields.
+func (ss *secrets) redactHead(resp *http.Response) {
+	if ss == nil {
+		return
+	}
+	resp.Status = ss.redactString(resp.Status)
+	ss.redactHeader(resp.Header)
+}
+
 // injection is what the secrets do to one request to a decided host.
 type injection struct {
 	ss   *secrets
 	host host
 	port int
+	// cleartext: the request goes over the network unencrypted, so no
+	// value is injected into it.
+	cleartext bool
 
 	mu       sync.Mutex
 	injected []bool
@@ -375,7 +390,7 @@ type injection struct {
 // secretRefusal is a request refused because of a secret.
 type secretRefusal struct {
 	s        *secret
-	err      error // errSecretExfil, errSecretValue, errSecretTooLarge or errSecretHeader
+	err      error // one of the errSecret* errors
 	where    place
 	spelling string // how the real value was written, for errSecretValue
 }
@@ -389,6 +404,29 @@ func (r *secretRefusal) status() int {
 		return http.StatusBadRequest
 	}
 	return http.StatusForbidden
+}
+
+// beginRequest is begin for a request to t sent with scheme. A request in
+// clear text (plain HTTP) gets no value injected unless every address it
+// is dialled at is a loopback one (a name network.hosts maps to a local
+// server): anywhere else the value would cross the network readable by
+// whoever is on the path.
+func (ss *secrets) beginRequest(t *target, scheme string) *injection {
+	in := ss.begin(t.norm, t.port)
+	in.cleartext = scheme == "http" && !loopbackOnly(t.addrs)
+	return in
+}
+
+// loopbackOnly reports whether every "ip:port" in addrs is a loopback
+// address (and there is at least one).
+func loopbackOnly(addrs []string) bool {
+	for _, a := range addrs {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil || !ap.Addr().Unmap().IsLoopback() {
+			return false
+		}
+	}
+	return len(addrs) > 0
 }
 
 func (ss *secrets) begin(h host, port int) *injection {
@@ -475,6 +513,8 @@ func (in *injection) rewriter(p place, esc escaping, md mode) replacer {
 			return nil, in.refuse(secretRefusal{s: s, err: errSecretTooLarge, where: p})
 		case esc == escHeader && !s.header:
 			return nil, in.refuse(secretRefusal{s: s, err: errSecretHeader, where: p})
+		case in.cleartext:
+			return nil, in.refuse(secretRefusal{s: s, err: errSecretClear, where: p})
 		}
 		in.mu.Lock()
 		in.injected[pat.s] = true
@@ -683,7 +723,7 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 			if !in.inflatedClean(b) {
 				return false, nil
 			}
-			out.Body = &readCloser{Reader: bytes.NewReader(b), c: body}
+			out.Body = &readCloser{Reader: in.trailerChecked(bytes.NewReader(b), out), c: body}
 			return true, nil
 		}
 		head = b
@@ -709,8 +749,33 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 	if head != nil {
 		src = io.MultiReader(bytes.NewReader(head), body)
 	}
-	out.Body = &readCloser{Reader: newReplacingReader(src, in.rewriter(place{kind: inBody}, esc, md)), c: body}
+	out.Body = &readCloser{Reader: in.trailerChecked(newReplacingReader(src, in.rewriter(place{kind: inBody}, esc, md)), out), c: body}
 	return true, nil
+}
+
+// trailerChecked reads r, and at its end rewrites out's trailer (which
+// the client has sent by then) as the header is, so that a real value or
+// an unbound placeholder cannot follow a streamed body: the end of the
+// body fails instead, before the transport sends the trailer.
+func (in *injection) trailerChecked(r io.Reader, out *http.Request) io.Reader {
+	return &trailerReader{r: r, check: func() bool { return out.Trailer == nil || in.header(out.Trailer, inTrailer) }}
+}
+
+type trailerReader struct {
+	r     io.Reader
+	check func() bool
+	done  bool
+}
+
+func (t *trailerReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err == io.EOF && !t.done {
+		t.done = true
+		if !t.check() {
+			return n, errSecretExfil
+		}
+	}
+	return n, err
 }
 
 func gzipped(ce string) bool {
@@ -765,6 +830,8 @@ func (r *secretRefusal) message(hostName string) string {
 			name, maxSecretBody>>20, maxSecretBody>>20)
 	case errSecretHeader:
 		return fmt.Sprintf("jail: %s cannot be sent in a header: its value contains a line break or NUL\n", name)
+	case errSecretClear:
+		return fmt.Sprintf("jail: %s is not sent in clear text to %s; use https://%s\n", name, hostName, hostName)
 	case errSecretValue:
 		return fmt.Sprintf("jail: the real value of %s (%s) is in %s to %s; send its placeholder, which the proxy replaces where %s is bound\n",
 			name, r.spelling, r.where, hostName, name)
@@ -784,6 +851,8 @@ func (r *secretRefusal) reason(hostName string) string {
 		return fmt.Sprintf("secret %s in a request body larger than %d MiB", name, maxSecretBody>>20)
 	case errSecretHeader:
 		return fmt.Sprintf("secret %s cannot be sent in a header (line break or NUL in its value)", name)
+	case errSecretClear:
+		return fmt.Sprintf("secret %s not injected into a plain HTTP request to %s, which is not a loopback address", name, hostName)
 	case errSecretValue:
 		return valueReason(r.s, r.spelling, "in "+r.where.String(), hostName)
 	}
@@ -1026,6 +1095,40 @@ func (ss *secrets) scanStream(r io.Reader, found **streamHit) io.Reader {
 	}}
 }
 
+// echoStream wraps the upstream's side of an upgraded connection (a
+// WebSocket): the first spelling of a real value in it cuts the stream
+// and is reported through *found. A bound host got the value in the
+// upgrade request and may echo it in any frame; the frames cannot be
+// redacted in place without holding back the end of each one, which
+// would stall the protocol, so the connection is cut instead.
+func (ss *secrets) echoStream(r io.Reader, found **streamHit) io.Reader {
+	if ss == nil || ss.vals == nil {
+		return r
+	}
+	var mu sync.Mutex
+	return &scanningReader{r: r, s: scanner{m: ss.vals}, found: func(k int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if *found == nil {
+			pat := ss.reqPats[len(ss.list)+k] // vals are req's patterns after the placeholders
+			*found = &streamHit{s: ss.list[pat.s], spelling: pat.spelling.label}
+		}
+	}}
+}
+
+// compressedStream reports whether an upgraded connection's upstream took
+// up a WebSocket extension (limitEncoding offers none): its frames could
+// carry a value compressed out of echoStream's sight.
+func (ss *secrets) compressedStream(resp *http.Response) bool {
+	return ss != nil && ss.vals != nil && resp.Header.Get("Sec-Websocket-Extensions") != ""
+}
+
+// echoReason is the log's reason for an upgraded connection cut at a
+// real value its upstream sent.
+func echoReason(hit *streamHit, hostName string) string {
+	return fmt.Sprintf("real value of %s (%s) sent by %s in an upgraded connection; cut before it reached the jail", hit.s.name, hit.spelling, hostName)
+}
+
 // inHostName returns the reason to refuse a host name that carries a
 // placeholder or a spelling of a real value ("<hex>.attacker.example"
 // under an allowed wildcard): looking it up would already send it to a
@@ -1068,8 +1171,8 @@ func (ss *secrets) streamReason(hit *streamHit, what, hostName string, port int)
 //   - otherwise it is streamed through a sliding window and sent without
 //     a Content-Length (chunked);
 //   - a gzip-encoded one is decoded, then streamed (Content-Encoding
-//     dropped). Other codings (br, zstd, deflate) are not redacted; they
-//     are never asked for in a request that carries a value.
+//     dropped); one labelled gzip that is not is redacted as it is.
+//     Other codings are refused before (unredactable).
 //
 // A binary response is redacted too: a value echoed in it is worth more
 // to an attacker than the bytes around it are to anyone, and a base64
@@ -1100,21 +1203,20 @@ func (ss *secrets) redactBody(resp *http.Response) (streaming *endTracker, buffe
 			return nil, true
 		}
 	case "gzip", "x-gzip":
-		if resp.StatusCode == http.StatusPartialContent || resp.ContentLength == 0 {
+		if resp.ContentLength == 0 {
 			return nil, false
 		}
 		br := bufio.NewReader(upstream)
-		if magic, _ := br.Peek(2); len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
-			resp.Body = &readCloser{Reader: br, c: resp.Body}
-			return nil, false
+		src = br // not gzip after all: redacted as it is
+		if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+			gz, err := gzip.NewReader(br)
+			if err != nil {
+				resp.Body = &readCloser{Reader: &errReader{err}, c: resp.Body}
+				return nil, false
+			}
+			resp.Header.Del("Content-Encoding")
+			src = gz
 		}
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			resp.Body = &readCloser{Reader: &errReader{err}, c: resp.Body}
-			return nil, false
-		}
-		resp.Header.Del("Content-Encoding")
-		src = gz
 	default:
 		return nil, false
 	}
@@ -1122,6 +1224,29 @@ func (ss *secrets) redactBody(resp *http.Response) (streaming *endTracker, buffe
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
 	return upstream, false
+}
+
+// unredactable returns why resp's body cannot be redacted, or "": a
+// content coding the proxy cannot decode (br, zstd, deflate, a chain of
+// codings), which a client that can may decode to a value, or a range of
+// a gzip stream, which only the client holding the other ranges can
+// inflate. limitEncoding never asks for these; an upstream that sends
+// them anyway is refused.
+func (ss *secrets) unredactable(resp *http.Response) string {
+	if ss == nil || ss.vals == nil {
+		return ""
+	}
+	ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
+	switch {
+	case ce == "" || ce == "identity":
+		return ""
+	case ce == "gzip" || ce == "x-gzip":
+		if resp.StatusCode == http.StatusPartialContent && resp.ContentLength != 0 {
+			return "a range of a gzip-encoded body"
+		}
+		return ""
+	}
+	return fmt.Sprintf("a body in the content coding %q", ce)
 }
 
 // endTracker notes when its reader has ended.

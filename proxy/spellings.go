@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"html"
 	"net/url"
 	"strings"
 )
@@ -15,11 +16,11 @@ import (
 // corrupted, for bytes that merely look like it.
 const minSearched = 8
 
-// spelling is one way a value can be written: as it is, escaped for JSON
-// or a URL, base64 or hex. A request in which a spelling occurs carries
+// spelling is one way a value can be written: as it is, escaped for JSON,
+// XML or HTML, or a URL, base64 or hex. A request in which a spelling occurs carries
 // the real value; a response has it replaced by redacted.
 type spelling struct {
-	label    string // for logs: "raw", "JSON-escaped", "URL-escaped", "base64", "hex"
+	label    string // for logs: "raw", "JSON-escaped", "XML-escaped", "URL-escaped", "base64", "hex"
 	text     []byte
 	redacted []byte // what a response gets instead
 }
@@ -42,6 +43,8 @@ func spellings(value, ph string) []spelling {
 	add("JSON-escaped", jsonEscape(value, true), p)
 	add("JSON-escaped", jsonEscape(value, false), p)
 	add("JSON-escaped", bytes.ReplaceAll(jsonEscape(value, false), []byte("/"), []byte(`\/`)), p) // "\/", as some encoders write it
+	add("XML-escaped", xmlEscape(value), p)
+	add("XML-escaped", []byte(html.EscapeString(value)), p) // &#39; and &#34;, as HTML templates write them
 	for _, esc := range []string{url.QueryEscape(value), url.PathEscape(value)} {
 		add("URL-escaped", []byte(esc), p)
 		add("URL-escaped", lowerHexEscapes(esc), p)
