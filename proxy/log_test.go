@@ -263,7 +263,10 @@ func TestLogRotateConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b) > 0 && b[len(b)-1] != '\n' {
+		if len(b) == 0 {
+			continue // the new log a rotation at the very last write opened
+		}
+		if b[len(b)-1] != '\n' {
 			t.Errorf("%s ends inside a line", n)
 		}
 		for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
