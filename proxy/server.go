@@ -110,10 +110,11 @@ type Server struct {
 }
 
 const (
-	dialTimeout    = 10 * time.Second
-	resolveTimeout = 10 * time.Second
-	sniffTimeout   = 300 * time.Millisecond // a tunnel client silent this long waits for the server to speak first
-	maxDenied      = 10000                  // kept for the summary; later denials are only logged
+	dialTimeout     = 10 * time.Second
+	resolveTimeout  = 10 * time.Second
+	sniffTimeout    = 300 * time.Millisecond // a tunnel client silent this long waits for the server to speak first
+	maxDenied       = 10000                  // kept for the summary; later denials are only logged
+	maxSummaryField = 256                    // bytes of a kept denial's host and reason
 )
 
 // New checks cfg and returns a Server that serves nothing yet.
@@ -301,7 +302,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Denied returns the denials of this server's session, oldest first.
+// Denied returns the denials of this server's session, oldest first, as
+// the summary needs them: without a path, with the host and the reason
+// cut to a few hundred bytes (the decision log has them in full).
 func (s *Server) Denied() []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -318,13 +321,35 @@ func (s *Server) record(e Entry) {
 	if e.Verdict == verdictDeny {
 		s.mu.Lock()
 		if len(s.denied) < maxDenied {
-			s.denied = append(s.denied, e)
+			s.denied = append(s.denied, summaryEntry(e))
 		}
 		s.mu.Unlock()
 	}
 	if s.log != nil {
 		s.log.Write(e) // a full disk must not take the network down
 	}
+}
+
+// summaryEntry is e as Denied keeps it: a denied request's path and host
+// are the client's, up to 32 KiB each, and ten thousand of them must not
+// hold hundreds of megabytes until the run ends. Every string is copied:
+// the method and scheme are slices of the request line.
+func summaryEntry(e Entry) Entry {
+	return Entry{
+		Time: e.Time, Session: strings.Clone(e.Session), Client: keep(e.Client),
+		Method: keep(e.Method), Scheme: keep(e.Scheme), Host: keep(e.Host), Port: e.Port,
+		Status: e.Status, Rule: keep(e.Rule), Verdict: keep(e.Verdict), Reason: keep(e.Reason),
+		BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.DurationMS,
+	}
+}
+
+// keep is a copy of s cut to maxSummaryField bytes, marked with "…" when
+// it was cut.
+func keep(s string) string {
+	if len(s) <= maxSummaryField {
+		return strings.Clone(s)
+	}
+	return strings.ToValidUTF8(s[:maxSummaryField], "") + "…"
 }
 
 // target is a connection that was allowed: the name the client asked for
