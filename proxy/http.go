@@ -285,14 +285,18 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 	}
 
+	reqMem := &held{b: s.mem}
+	defer reqMem.releaseAll()
+	if !reqMem.reserve(s.readWhole(req), s.timeouts.Read) {
+		return s.busy(bw, e)
+	}
+
 	// An npm publish is told by its body, read (bounded) before anything
 	// is sent.
 	if s.cmds.npmPublish != "" && req.Method == http.MethodPut && req.Body != nil && req.Body != http.NoBody {
 		reason, err := publishRequest(req)
 		if err != nil {
-			e.Verdict, e.Reason = verdictError, "reading the request body: "+err.Error()
-			s.record(e)
-			return false
+			return s.bodyError(bw, e, err)
 		}
 		if reason != "" {
 			return s.refuseCommand(bw, e, "npm publish", s.cmds.npmPublish, reason)
@@ -325,14 +329,15 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		if inj != nil {
 			ok, err := inj.body(out, body)
 			if err != nil {
-				e.Verdict, e.Reason = verdictError, "reading the request body: "+err.Error()
-				s.record(e)
-				return false
+				return s.bodyError(bw, e, err)
 			}
 			if !ok {
 				return s.refuseSecret(bw, e, inj.refused(), t.norm.name)
 			}
 		}
+	}
+	if out.Body != nil {
+		out.Body = &releasingBody{rc: out.Body, h: reqMem}
 	}
 	if s.secrets != nil && s.secrets.vals != nil {
 		// A response must be readable to be redacted: an upstream that
@@ -372,6 +377,9 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	var redacting *endTracker // the upstream body, when it streams through a redactor
 	buffered := false         // the body is in memory
 	if s.secrets != nil && bodyAllowed(req.Method, resp.StatusCode) {
+		respMem := &held{b: s.mem}
+		defer respMem.releaseAll()
+		s.holdResponse(resp, respMem)
 		redacting, buffered = s.secrets.redactBody(resp)
 	}
 	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {

@@ -30,6 +30,13 @@ type Limits struct {
 	// recently used is dropped first (default 1024), so that endless
 	// names under an allowed wildcard cost no more than that.
 	Leaves int
+	// Buffered caps the bytes of bodies one Server holds in memory whole
+	// at once (default 32 MiB). A request body that is read whole before
+	// it is sent (to rewrite placeholders, or to tell an npm publish)
+	// waits for room at most Timeouts.Read, then is answered 503 unsent;
+	// a response that would be redacted whole is streamed through the
+	// redactor instead when there is no room.
+	Buffered int64
 }
 
 // Timeouts bound how long a client or an upstream server may keep the
@@ -78,6 +85,7 @@ func (l Limits) withDefaults() Limits {
 	l.TotalConns = orDefault(l.TotalConns, defaultTotalConns)
 	l.ResponseHeaderBytes = orDefault(l.ResponseHeaderBytes, defaultResponseHeaderBytes)
 	l.Leaves = orDefault(l.Leaves, defaultLeaves)
+	l.Buffered = orDefault(l.Buffered, defaultBuffered)
 	return l
 }
 

@@ -665,7 +665,8 @@ func bodyEscaping(contentType string) (escaping, bool) {
 //     to rewrite (413).
 //
 // It returns false when the request must be refused now, and an error
-// when the client's body could not be read.
+// when the client's body could not be read or inflates too far
+// (errInflated).
 func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 	textual := false
 	var esc escaping
@@ -680,8 +681,8 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 			return false, err
 		}
 		if len(b) <= maxSecretBody {
-			if !in.inflatedClean(b) {
-				return false, nil
+			if ok, err := in.inflatedClean(b); !ok {
+				return false, err
 			}
 			out.Body = &readCloser{Reader: bytes.NewReader(b), c: body}
 			return true, nil
@@ -723,14 +724,20 @@ func gzipped(ce string) bool {
 // placeholder compressed out of sight is refused like one in plain
 // text. It is streamed, never held inflated, so a small body that
 // inflates hugely costs time, not memory; what follows a gzip error is
-// what the upstream cannot inflate either.
-func (in *injection) inflatedClean(b []byte) bool {
+// what the upstream cannot inflate either. A body that inflates past
+// maxInflated (a gzip bomb: a megabyte of it inflates to a gigabyte, ten
+// seconds of CPU) is refused with errInflated.
+func (in *injection) inflatedClean(b []byte) (bool, error) {
 	gz, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
-		return true
+		return true, nil
 	}
-	io.Copy(io.Discard, newReplacingReader(gz, in.rewriter(place{kind: inBody}, escRaw, modeKeep)))
-	return in.refused() == nil
+	lr := &io.LimitedReader{R: gz, N: maxInflated + 1}
+	io.Copy(io.Discard, newReplacingReader(lr, in.rewriter(place{kind: inBody}, escRaw, modeKeep)))
+	if lr.N == 0 {
+		return false, errInflated
+	}
+	return in.refused() == nil, nil
 }
 
 // whole rewrites a body read whole.

@@ -98,6 +98,7 @@ type Server struct {
 	answering connCounter  // refused connections being answered
 	total     *connCounter // the process's, shared by every Server
 	leaves    *leafCache
+	mem       *budget // bodies held whole
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -150,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 		conns:     map[net.Conn]struct{}{},
 	}
 	s.leaves = newLeafCache(s.limits.Leaves)
+	s.mem = newBudget(s.limits.Buffered)
 	if s.total == nil {
 		s.total = &processConns
 	}

@@ -1,0 +1,330 @@
+package proxy
+
+// The red-team tests attack the proxy as a jailed program would and
+// measure what it costs the host process. The ones that measure the heap
+// are not parallel, so that other tests do not add to what they see.
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// heapInUse is the heap the process holds after a collection, in bytes.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// peakHeap samples the heap every 20 ms until stop is closed and returns
+// the largest seen.
+func peakHeap(stop <-chan struct{}) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var peak int64
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, int64(m.HeapAlloc))
+			select {
+			case <-stop:
+				out <- peak
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return out
+}
+
+// send writes request on a new connection to addr and returns the status
+// line of the answer ("" when the connection closed without one).
+func send(t *testing.T, addr, request string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, request)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, _ := io.ReadAll(io.LimitReader(c, 4096))
+	line, _, _ := strings.Cut(string(b), "\r\n")
+	return line
+}
+
+// Denied requests are kept for the exit summary: each one's long path and
+// host must not be, or a loop of refused requests with 30 KiB URLs holds
+// hundreds of megabytes in the host process.
+func TestRedteamDeniedKeepsLittle(t *testing.T) {
+	e := newEnv(t, Config{Rules: Rules{Allow: []string{"allowed.test"}}})
+	before := heapInUse()
+	long := strings.Repeat("a", 30<<10)
+	const n = 1500
+	for i := range n {
+		var req string
+		if i%2 == 0 {
+			req = "GET http://evil.test/" + long + " HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+		} else {
+			req = "CONNECT " + long + ":443 HTTP/1.1\r\n\r\n"
+		}
+		if line := send(t, e.httpAddr, req); !strings.Contains(line, " 403 ") && !strings.Contains(line, " 400 ") {
+			t.Fatalf("request %d: %q, want a refusal", i, line)
+		}
+	}
+	waitSlots(t, e.srv, 0)
+	if got := len(e.srv.Denied()); got != n {
+		t.Fatalf("Denied() has %d entries, want %d", got, n)
+	}
+	grew := heapInUse() - before
+	t.Logf("%d denials of 30 KiB URLs: the heap grew %d KiB", n, grew>>10)
+	if grew > 8<<20 {
+		t.Errorf("%d denials with 30 KiB URLs grew the heap by %d MiB, want under 8 MiB", n, grew>>20)
+	}
+	if s := Summary(e.srv.Denied()); !strings.HasPrefix(s, fmt.Sprintf("%d requests denied (evil.test ×%d", n, n/2)) {
+		t.Errorf("Summary = %.200q", s)
+	}
+}
+
+// slowSink is a plain HTTP upstream that reads each request body to the
+// end without keeping it and answers "ok" after delay.
+func slowSink(t *testing.T, delay time.Duration) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(delay)
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// bodyFlood sends n requests at once, each with body, and returns the
+// heap's peak growth meanwhile and the answers' status lines. The
+// requests share body, so that what grows is the proxy's.
+func bodyFlood(t *testing.T, e *env, n int, head string, body []byte) (int64, []string) {
+	t.Helper()
+	before := heapInUse()
+	stop := make(chan struct{})
+	peak := peakHeap(stop)
+	var wg sync.WaitGroup
+	lines := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", e.httpAddr)
+			if err != nil {
+				lines[i] = err.Error()
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			io.WriteString(c, fmt.Sprintf("%sContent-Length: %d\r\n\r\n", head, len(body)))
+			c.Write(body)
+			b, _ := io.ReadAll(io.LimitReader(c, 4096))
+			lines[i], _, _ = strings.Cut(string(b), "\r\n")
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	return <-peak - before, lines
+}
+
+// A textual request body up to 4 MiB is read whole to rewrite its
+// placeholders before anything is sent: many at once must not hold their
+// sum in memory, and every one is still sent.
+func TestRedteamBufferedRequestBodies(t *testing.T) {
+	e := newEnv(t, Config{
+		Rules:   Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": slowSink(t, 200*time.Millisecond)}},
+		Secrets: testSecrets(),
+		Limits:  Limits{Buffered: 16 << 20},
+	})
+	const n = 64
+	grew, lines := bodyFlood(t, e, n, "POST http://allowed.test/flood HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\nContent-Type: text/plain\r\n", bytes.Repeat([]byte("x"), 4<<20))
+	t.Logf("%d textual 4 MiB bodies at once: the heap peaked %d MiB above its start", n, grew>>20)
+	for i, l := range lines {
+		if l != "HTTP/1.1 200 OK" {
+			t.Errorf("request %d: %q, want 200 once there is room", i, l)
+		}
+	}
+	// Go's collector lets garbage grow as large as what is live: twice
+	// the budget and a margin, against 234 MiB without it.
+	if grew > 96<<20 {
+		t.Errorf("%d textual 4 MiB request bodies at once, 16 MiB allowed: the heap peaked %d MiB above its start, want under 96 MiB", n, grew>>20)
+	}
+}
+
+// gzipBomb is a gzip stream of size zero bytes.
+func gzipBomb(t *testing.T, size int64) []byte {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	zero := make([]byte, 1<<20)
+	for n := int64(0); n < size; n += int64(len(zero)) {
+		zw.Write(zero)
+	}
+	zw.Close()
+	return b.Bytes()
+}
+
+// A gzip request body is inflated to be checked for secrets: a small one
+// that inflates to a gigabyte must be refused once it passes the bound,
+// not cost the host ten seconds of CPU (a core for minutes, sent in
+// parallel); a body that compresses as text does is sent.
+func TestRedteamGzipRequestBomb(t *testing.T) {
+	up := newUpstream(t, nil, nil)
+	e := newEnv(t, Config{
+		Rules:   Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr()}},
+		Secrets: testSecrets(),
+	})
+	post := func(path string, body []byte) string {
+		return send(t, e.httpAddr, fmt.Sprintf("POST http://allowed.test%s HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body))
+	}
+	bomb := gzipBomb(t, 1<<30)
+	start := time.Now()
+	line := post("/bomb", bomb)
+	took := time.Since(start)
+	t.Logf("a %d KiB gzip body inflating to 1 GiB: %q after %v", len(bomb)>>10, line, took)
+	if line != "HTTP/1.1 413 Request Entity Too Large" || took > 5*time.Second {
+		t.Errorf("a gzip bomb: %q after %v, want 413 within seconds", line, took)
+	}
+	if got := e.entry(t, func(x Entry) bool { return x.Path == "/bomb" }); got.Verdict != "deny" || !strings.Contains(got.Reason, "inflates past 64 MiB") {
+		t.Errorf("the bomb's log entry: %+v", got)
+	}
+	if up.hits.Load() != 0 {
+		t.Errorf("the upstream received %d requests, want the bomb unsent", up.hits.Load())
+	}
+	var text bytes.Buffer
+	for i := range 200000 {
+		fmt.Fprintf(&text, `{"line":%d,"text":"an ordinary log line"}`+"\n", i)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(text.Bytes())
+	zw.Close()
+	if line := post("/text", gz.Bytes()); line != "HTTP/1.1 200 OK" || up.hits.Load() != 1 {
+		t.Errorf("a gzip body of %d MiB of text: %q, want it sent", text.Len()>>20, line)
+	}
+}
+
+// A body that waits for room longer than the read timeout is answered 503
+// unsent, and the budget comes back when the body that held it ends.
+func TestRedteamBufferedWaitsThenBusy(t *testing.T) {
+	up := newUpstream(t, nil, nil)
+	e := newEnv(t, Config{
+		Rules:    Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr()}},
+		Secrets:  testSecrets(),
+		Limits:   Limits{Buffered: 1 << 20},
+		Timeouts: Timeouts{Read: 700 * time.Millisecond},
+	})
+	post := "POST http://allowed.test/%s HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+	// The holder announces 1 MiB and sends it a byte every 100 ms: it
+	// keeps its room while it makes progress.
+	holder := dial(t, e.httpAddr)
+	fmt.Fprintf(holder, post, "holder", 1<<20, "")
+	trickle(t, holder, strings.Repeat("x", 100), 100*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	line := send(t, e.httpAddr, fmt.Sprintf(post, "waiter", 2, "{}"))
+	if took := time.Since(start); line != "HTTP/1.1 503 Service Unavailable" || took < 600*time.Millisecond {
+		t.Errorf("a body while the budget is held: %q after %v, want 503 after the read timeout", line, took)
+	}
+	if got := e.entry(t, func(x Entry) bool { return x.Path == "/waiter" }); got.Verdict != "error" || !strings.Contains(got.Reason, "too many bodies held") {
+		t.Errorf("the waiter's log entry: %+v", got)
+	}
+	holder.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		line = send(t, e.httpAddr, fmt.Sprintf(post, "after", 2, "{}"))
+		if line == "HTTP/1.1 200 OK" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if line != "HTTP/1.1 200 OK" {
+		t.Errorf("after the holder left: %q, want the budget back", line)
+	}
+	if up.hits.Load() != 1 {
+		t.Errorf("the upstream received %d requests, want only the last", up.hits.Load())
+	}
+}
+
+// A response up to 4 MiB is redacted whole when there is room: many at
+// once, read slowly, must not hold their sum in memory, and the ones
+// streamed instead are redacted all the same.
+func TestRedteamBufferedResponses(t *testing.T) {
+	page := bytes.Repeat([]byte("y"), 4<<20)
+	copy(page[len(page)-100:], valKey)
+	up := newUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(len(page)))
+		w.Write(page)
+	})
+	e := newEnv(t, Config{
+		Rules:   Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr()}},
+		Secrets: testSecrets(),
+		Limits:  Limits{Buffered: 16 << 20},
+	})
+	const n = 48
+	before := heapInUse()
+	stop := make(chan struct{})
+	peak := peakHeap(stop)
+	var wg sync.WaitGroup
+	leaked := make([]bool, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", e.httpAddr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			io.WriteString(c, "GET http://allowed.test/page HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+			time.Sleep(300 * time.Millisecond)
+			found, n := scan(c, valKey)
+			leaked[i] = found || n < 4<<20
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	grew := <-peak - before
+	t.Logf("%d responses of 4 MiB at once: the heap peaked %d MiB above its start", n, grew>>20)
+	for i, bad := range leaked {
+		if bad {
+			t.Errorf("response %d: the value reached the client, or the body did not", i)
+		}
+	}
+	// Twice the budget, garbage as large, and each stream's buffers,
+	// against 500 MiB without the budget.
+	if grew > 128<<20 {
+		t.Errorf("%d responses of 4 MiB at once, 16 MiB allowed: the heap peaked %d MiB above its start, want under 128 MiB", n, grew>>20)
+	}
+}
+
+// scan reads r to its end, keeping little, and reports whether needle was
+// in it and how many bytes there were.
+func scan(r io.Reader, needle string) (found bool, n int64) {
+	buf := make([]byte, 64<<10)
+	var tail []byte
+	for {
+		k, err := r.Read(buf)
+		n += int64(k)
+		tail = append(tail, buf[:k]...)
+		found = found || bytes.Contains(tail, []byte(needle))
+		tail = tail[max(0, len(tail)-len(needle)):]
+		if err != nil {
+			return found, n
+		}
+	}
+}
