@@ -24,7 +24,10 @@ type Limits struct {
 	// process together (default 1024).
 	TotalConns int
 	// ResponseHeaderBytes caps the header of an upstream response
-	// (default 256 KiB).
+	// (default 64 KiB; common reverse proxies refuse one past 8 KiB).
+	// Over HTTP/1 a field costs the proxy about twenty times its bytes
+	// in memory while the response is relayed: a head of tiny fields
+	// within 256 KiB held 4 MiB per connection.
 	ResponseHeaderBytes int64
 	// Leaves caps the leaf certificates kept in memory; the least
 	// recently used is dropped first (default 1024), so that endless
@@ -72,7 +75,7 @@ type Timeouts struct {
 const (
 	defaultConns               = 256
 	defaultTotalConns          = 1024
-	defaultResponseHeaderBytes = 256 << 10
+	defaultResponseHeaderBytes = 64 << 10
 	defaultLeaves              = 1024
 	maxHeaderFields            = 128 // in a request head
 	refusalLinger              = 250 * time.Millisecond
