@@ -313,7 +313,8 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 		upConn, _ = c.(*upstreamConn)
 	}})
-	body := &countingBody{rc: req.Body, closed: make(chan struct{})}
+	dropControlTrailers(req.Trailer) // declared ones, announced in the head
+	body := &countingBody{rc: req.Body, closed: make(chan struct{}), trailer: &req.Trailer}
 	out := req.WithContext(ctx)
 	out.URL = &url.URL{Scheme: scheme, Host: t.addr(),
 		Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
@@ -551,6 +552,9 @@ type countingBody struct {
 	eof    bool
 	closed chan struct{}
 	once   sync.Once
+	// trailer is the request's, which net/http fills as the body ends
+	// and the transport then sends on.
+	trailer *http.Header
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -558,8 +562,26 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	b.n += int64(n)
 	if err == io.EOF {
 		b.eof = true
+		if b.trailer != nil {
+			dropControlTrailers(*b.trailer)
+		}
 	}
 	return n, err
+}
+
+// controlFields frame, route or control a message: a trailer must not
+// carry them, and one that does is not sent on, so that an upstream that
+// merges trailers into the header cannot be routed by one to a host that
+// was never decided.
+var controlFields = []string{"Host", "Content-Length", "Transfer-Encoding", "Trailer", "Content-Encoding",
+	"Content-Type", "Content-Range", "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Upgrade",
+	"Proxy-Authorization", "Proxy-Authenticate", "Expect", "Max-Forwards", "Range"}
+
+// dropControlTrailers deletes the control fields from a trailer.
+func dropControlTrailers(h http.Header) {
+	for _, f := range controlFields {
+		delete(h, f)
+	}
 }
 
 func (b *countingBody) Close() error {

@@ -416,3 +416,186 @@ func TestRedteamResponseHeaderFields(t *testing.T) {
 		t.Errorf("%d responses of 62 KiB heads at once: the heap peaked %d MiB above its start, want under 160 MiB", n, grew>>20)
 	}
 }
+
+// rawUpstream is a plain HTTP server that keeps every byte it receives,
+// per connection, to be parsed afterwards as a strict upstream would.
+type rawUpstream struct {
+	addr  string
+	mu    sync.Mutex
+	conns []*bytes.Buffer
+}
+
+type teeConn struct {
+	net.Conn
+	mu  *sync.Mutex
+	got *bytes.Buffer
+}
+
+func (c teeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.got.Write(p[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+type teeListener struct {
+	net.Listener
+	u *rawUpstream
+}
+
+func (l teeListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.u.mu.Lock()
+	defer l.u.mu.Unlock()
+	got := new(bytes.Buffer)
+	l.u.conns = append(l.u.conns, got)
+	return teeConn{c, &l.u.mu, got}, nil
+}
+
+func newRawUpstream(t *testing.T) *rawUpstream {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &rawUpstream{addr: l.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	})}
+	go srv.Serve(teeListener{l, u})
+	t.Cleanup(func() { srv.Close() })
+	return u
+}
+
+// requests parses what u received on each connection as requests; it
+// fails the test on a head that is not canonical: a bare CR or LF, a
+// folded line, both Content-Length and Transfer-Encoding, two lengths,
+// or a coding other than chunked. A request cut short (the proxy gave
+// up on its body) ends its connection's stream.
+func (u *rawUpstream) requests(t *testing.T) []*http.Request {
+	t.Helper()
+	u.mu.Lock()
+	var streams []string
+	for _, b := range u.conns {
+		streams = append(streams, b.String())
+	}
+	u.mu.Unlock()
+	var out []*http.Request
+	for _, raw := range streams {
+		br := bufio.NewReader(strings.NewReader(raw))
+		for {
+			if _, err := br.Peek(1); err != nil {
+				break
+			}
+			head, _ := peekHead(br)
+			canonicalHead(t, string(head))
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				t.Fatalf("the upstream received what does not parse: %v\n%q", err, raw)
+			}
+			out = append(out, req)
+			if _, err := io.Copy(io.Discard, req.Body); err != nil {
+				break
+			}
+		}
+	}
+	return out
+}
+
+func canonicalHead(t *testing.T, head string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(head, "\r\n\r\n"), "\r\n")
+	var cl, te int
+	for _, l := range lines {
+		if strings.ContainsAny(l, "\r\n") || strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t") {
+			t.Errorf("a head line with a bare CR or LF, or folded: %q in %q", l, head)
+		}
+		name, value, _ := strings.Cut(l, ":")
+		switch strings.ToLower(name) {
+		case "content-length":
+			cl++
+		case "trailer":
+			if strings.Contains(strings.ToLower(value), "host") {
+				t.Errorf("a Host trailer announced upstream: %q", head)
+			}
+		case "transfer-encoding":
+			te++
+			if strings.TrimSpace(value) != "chunked" {
+				t.Errorf("Transfer-Encoding %q sent upstream", value)
+			}
+		}
+	}
+	if cl > 1 || te > 1 || cl+te > 1 {
+		t.Errorf("the upstream received a head with %d Content-Length and %d Transfer-Encoding fields: %q", cl, te, head)
+	}
+}
+
+// Request smuggling: framing that a proxy and an upstream could read
+// differently, sent to an allowed host with a request to a denied one
+// hidden in it. The upstream must only ever see canonical requests for
+// the allowed host, whatever the proxy made of the bytes.
+func TestRedteamSmuggling(t *testing.T) {
+	up := newRawUpstream(t)
+	trap := newUpstream(t, nil, nil)
+	e := newEnv(t, Config{Rules: Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr, "evil.test": trap.addr()}}})
+	hidden := "GET http://evil.test/smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+	chunkedHidden := "0\r\n\r\n" + hidden
+	post := "POST http://allowed.test/a HTTP/1.1\r\nHost: allowed.test\r\n"
+	cases := map[string]string{
+		"CL then TE":           post + fmt.Sprintf("Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n", len(chunkedHidden)) + chunkedHidden,
+		"TE then CL":           post + fmt.Sprintf("Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n", len(chunkedHidden)) + chunkedHidden,
+		"two lengths":          post + fmt.Sprintf("Content-Length: 0\r\nContent-Length: %d\r\n\r\n", len(hidden)) + hidden,
+		"length list":          post + fmt.Sprintf("Content-Length: 0, %d\r\n\r\n", len(hidden)) + hidden,
+		"TE chunked, identity": post + "Transfer-Encoding: chunked, identity\r\n\r\n" + chunkedHidden,
+		"TE xchunked":          post + "Transfer-Encoding: xchunked\r\n\r\n" + chunkedHidden,
+		"TE space colon":       post + "Transfer-Encoding : chunked\r\n\r\n" + chunkedHidden,
+		"TE tab":               post + "Transfer-Encoding:\tchunked\r\n\r\n" + chunkedHidden,
+		"TE twice":             post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunkedHidden,
+		"TE folded":            post + "X-A: b\r\n Transfer-Encoding: chunked\r\n" + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(chunkedHidden)) + chunkedHidden,
+		"bare LF":              "POST http://allowed.test/a HTTP/1.1\nHost: allowed.test\nContent-Length: 0\n\n" + hidden,
+		"bare CR":              post + "X-A: b\rTransfer-Encoding: chunked\r\n\r\n" + chunkedHidden,
+		"chunk size overflow":  post + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffff1\r\n" + hidden,
+		"chunk extension LF":   post + "Transfer-Encoding: chunked\r\n\r\n2;\nxx\r\n" + chunkedHidden,
+		"pipelined":            post + "Content-Length: 0\r\n\r\n" + hidden,
+		"absolute vs Host":     "GET http://allowed.test/smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+		"Host port":            "GET http://allowed.test/smuggled HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n",
+		"userinfo":             "GET http://allowed.test@evil.test/smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+		"two Hosts":            "GET http://allowed.test/smuggled HTTP/1.1\r\nHost: allowed.test\r\nHost: evil.test\r\n\r\n",
+		"Host trailer":         post + "Trailer: Host\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nHost: evil.test\r\n\r\n",
+	}
+	for name, req := range cases {
+		c := dial(t, e.httpAddr)
+		io.WriteString(c, req)
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		b, _ := io.ReadAll(c)
+		c.Close()
+		t.Logf("%s: %q", name, firstLines(string(b)))
+	}
+	for _, r := range up.requests(t) {
+		if r.Host != "allowed.test" || strings.Contains(r.URL.Path, "smuggled") {
+			t.Errorf("the upstream received %s %s for Host %q", r.Method, r.URL.Path, r.Host)
+		}
+		if h := r.Trailer.Get("Host"); h != "" && h != "allowed.test" {
+			t.Errorf("the upstream received a Host trailer %q", h)
+		}
+	}
+	if trap.hits.Load() != 0 || trap.conns.Load() != 0 {
+		t.Errorf("the denied host's server saw %d requests", trap.hits.Load())
+	}
+}
+
+// firstLines is the status lines in an answer.
+func firstLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\r\n") {
+		if strings.HasPrefix(l, "HTTP/1.1 ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
