@@ -756,7 +756,7 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 		s.intercept(c, br, t, e)
 	case err == nil && s.refuseSSH(c, br, t, e):
 		// The client speaks SSH while git push is denied.
-	case err == nil && looksHTTP(br):
+	case err == nil && s.speaksHTTP(c, br):
 		// Plain HTTP in a tunnel: served as requests, so that a Host
 		// header cannot name another site on the same address.
 		s.serveTunnel(&client{conn: c, raw: c, w: watched(c), br: br, bw: bufio.NewWriterSize(c, 4<<10), tunnel: t, scheme: "http"}, e)
@@ -819,19 +819,68 @@ func (s *Server) firstSpeaker(c net.Conn, br *bufio.Reader, t *target) (up net.C
 	return uc, false, nil
 }
 
-// looksHTTP reports whether the bytes already received start like an
-// HTTP/1 request line: an upper-case method and a space.
-func looksHTTP(br *bufio.Reader) bool {
-	b, _ := br.Peek(br.Buffered())
-	for i, c := range b {
-		switch {
-		case c == ' ':
-			return i >= 3
-		case c < 'A' || c > 'Z' || i > 10:
-			return false
+// speaksHTTP reports whether the client of a tunnel speaks HTTP/1, waiting
+// at most the header timeout for enough of its first line to tell: a
+// client that sends its first request a byte at a time must not have it
+// relayed raw, where the server at the tunnel's address would read it for
+// whatever host its Host header names. Still undecided then, or when the
+// buffer is full, it is taken for HTTP, whose reading refuses what is not.
+func (s *Server) speaksHTTP(c net.Conn, br *bufio.Reader) bool {
+	c.SetReadDeadline(time.Now().Add(s.timeouts.Header))
+	defer c.SetReadDeadline(time.Time{})
+	for {
+		b, _ := br.Peek(br.Buffered())
+		if isHTTP, decided := sniffHTTP(b); decided {
+			return isHTTP
+		}
+		if br.Buffered() == br.Size() {
+			return true
+		}
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			return true
 		}
 	}
-	return false
+}
+
+// sniffHTTP tells from the first bytes a tunnel's client sent whether
+// they are a request line that some server would take for HTTP: after
+// any empty lines (servers skip them), a token, then on the same line
+// "HTTP/" (any case), or a whole line with a space or tab before a "/" (a
+// path: HTTP/0.9). A first byte outside a token, or a control byte in the
+// line, is another protocol (an SSH banner is a line without either).
+// decided is false while the line is incomplete and could still become
+// one.
+func sniffHTTP(b []byte) (isHTTP, decided bool) {
+	b = bytes.TrimLeft(b, "\r\n")
+	if len(b) == 0 {
+		return false, false
+	}
+	if !tokenChar(b[0]) {
+		return false, true
+	}
+	line, _, complete := bytes.Cut(b, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	for _, c := range line {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false, true
+		}
+	}
+	if bytes.Contains(bytes.ToLower(line), []byte("http/")) {
+		return true, true
+	}
+	if !complete {
+		return false, false
+	}
+	return bytes.Contains(line, []byte(" /")) || bytes.Contains(line, []byte("\t/")), true
+}
+
+// tokenChar reports whether c may be in an HTTP token (a method).
+func tokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // passthrough relays a TLS tunnel that is not intercepted, once the

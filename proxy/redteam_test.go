@@ -599,3 +599,73 @@ func firstLines(s string) []string {
 	}
 	return out
 }
+
+// A CONNECT tunnel in which the client speaks plain HTTP is served as
+// requests, so that a Host header cannot reach another site on the
+// tunnel's address. However the client splits or dresses its first
+// request, the upstream must never see a request for a host that was not
+// decided; other protocols still pass raw.
+func TestRedteamTunnelSniffing(t *testing.T) {
+	up := newRawUpstream(t)
+	echo := newRecorder(t)
+	e := newEnv(t, Config{Rules: Rules{Allow: []string{"allowed.test", "raw.test"}, Hosts: map[string]string{"allowed.test": up.addr, "raw.test": echo.addr}}})
+	fronted := " /fronted HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n"
+	// tunnel sends parts in a tunnel to host and returns what came back:
+	// echo bytes, or everything until the proxy closes.
+	tunnel := func(host string, parts []string, echo int) string {
+		c := dial(t, e.httpAddr)
+		defer c.Close()
+		io.WriteString(c, "CONNECT "+host+":80 HTTP/1.1\r\nHost: "+host+":80\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT %s: %v %v", host, resp, err)
+		}
+		for _, p := range parts {
+			io.WriteString(c, p)
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if echo > 0 {
+			b := make([]byte, echo)
+			n, _ := io.ReadFull(br, b)
+			return string(b[:n])
+		}
+		b, _ := io.ReadAll(br)
+		return string(b)
+	}
+	for name, parts := range map[string][]string{
+		"one byte first":     {"G", "ET" + fronted},
+		"method split":       {"GE", "T" + fronted},
+		"leading CRLF":       {"\r\nGET" + fronted},
+		"lower-case method":  {"get" + fronted},
+		"method with a dash": {"M-SEARCH" + fronted},
+		"long method":        {"VERSION-CONTROL" + fronted},
+		"tab separated":      {"GET\t/fronted\tHTTP/1.1\r\nHost: evil.test\r\n\r\n"},
+		"HTTP/0.9":           {"GET /fronted\r\n"},
+		"one byte at a time": strings.Split("POST"+fronted, ""),
+	} {
+		// A request the proxy cannot read (HTTP/0.9) may go unanswered.
+		got := tunnel("allowed.test", parts, 0)
+		if l := firstLines(got); len(l) > 1 || len(l) == 1 && l[0] != "HTTP/1.1 403 Forbidden" && l[0] != "HTTP/1.1 400 Bad Request" {
+			t.Errorf("%s: the proxy answered %q, want the request refused", name, got)
+		}
+	}
+	for _, c := range up.conns {
+		if got := c.String(); strings.Contains(got, "fronted") {
+			t.Errorf("the upstream of a tunnel to allowed.test received %q", got)
+		}
+	}
+	for name, first := range map[string]string{
+		"an SSH banner":     "SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n",
+		"a Redis command":   "*1\r\n$4\r\nPING\r\n",
+		"a git request":     "0033git-upload-pack /project.git\x00host=raw.test\x00",
+		"a binary protocol": "\x00\x00\x00\x08\x04\xd2\x16\x2f",
+	} {
+		for _, parts := range [][]string{{first}, strings.Split(first, "")} {
+			if got := tunnel("raw.test", parts, len(first)); got != first {
+				t.Errorf("%s in a tunnel, in %d writes: echoed %q, want it relayed raw", name, len(parts), got)
+			}
+		}
+	}
+}
