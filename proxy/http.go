@@ -275,6 +275,14 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 	}
 
+	// Room for a body read whole is taken before the client is told to
+	// send it.
+	reqMem := &held{b: s.mem}
+	defer reqMem.releaseAll()
+	if !reqMem.reserve(s.readWhole(req), s.timeouts.Read) {
+		return s.busy(bw, e)
+	}
+
 	// The decision has been made: tell a client that waits before sending
 	// its body to go ahead, and let the upstream server see no Expect.
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ProtoAtLeast(1, 1) {
@@ -283,12 +291,6 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		if bw.Flush() != nil {
 			return false
 		}
-	}
-
-	reqMem := &held{b: s.mem}
-	defer reqMem.releaseAll()
-	if !reqMem.reserve(s.readWhole(req), s.timeouts.Read) {
-		return s.busy(bw, e)
 	}
 
 	// An npm publish is told by its body, read (bounded) before anything

@@ -236,10 +236,12 @@ func TestRedteamBufferedWaitsThenBusy(t *testing.T) {
 	fmt.Fprintf(holder, post, "holder", 1<<20, "")
 	trickle(t, holder, strings.Repeat("x", 100), 100*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
+	// The waiter asks before sending its body: it must not be told to go
+	// ahead while there is no room for it.
 	start := time.Now()
-	line := send(t, e.httpAddr, fmt.Sprintf(post, "waiter", 2, "{}"))
+	line := send(t, e.httpAddr, strings.Replace(fmt.Sprintf(post, "waiter", 2, ""), "\r\n\r\n", "\r\nExpect: 100-continue\r\n\r\n", 1))
 	if took := time.Since(start); line != "HTTP/1.1 503 Service Unavailable" || took < 600*time.Millisecond {
-		t.Errorf("a body while the budget is held: %q after %v, want 503 after the read timeout", line, took)
+		t.Errorf("a body while the budget is held: %q after %v, want 503 (and no 100 Continue) after the read timeout", line, took)
 	}
 	if got := e.entry(t, func(x Entry) bool { return x.Path == "/waiter" }); got.Verdict != "error" || !strings.Contains(got.Reason, "too many bodies held") {
 		t.Errorf("the waiter's log entry: %+v", got)
