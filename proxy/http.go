@@ -483,7 +483,7 @@ func bodyAllowed(method string, status int) bool {
 
 // removeHopByHop deletes the header fields that concern one connection
 // only, and returns the Upgrade protocol if h asked for one, which it then
-// keeps.
+// keeps, unless it offers cleartext HTTP/2 (h2c), which is dropped.
 func removeHopByHop(h http.Header) (upgrade string) {
 	for _, v := range h.Values("Connection") {
 		for _, f := range strings.Split(v, ",") {
@@ -497,11 +497,29 @@ func removeHopByHop(h http.Header) (upgrade string) {
 	for _, f := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
 		h.Del(f)
 	}
+	if upgradesToH2C(upgrade) {
+		// After the switch, HTTP/2 frames would name any :authority on
+		// a connection decided for one host, out of the proxy's sight.
+		upgrade = ""
+		h.Del("Http2-Settings")
+	}
 	if upgrade != "" {
 		h.Set("Connection", "Upgrade")
 		h.Set("Upgrade", upgrade)
 	}
 	return upgrade
+}
+
+// upgradesToH2C reports whether an Upgrade field offers cleartext
+// HTTP/2.
+func upgradesToH2C(upgrade string) bool {
+	for _, p := range strings.Split(upgrade, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(p), "/")
+		if strings.EqualFold(name, "h2c") {
+			return true
+		}
+	}
+	return false
 }
 
 // upgraded relays a connection that switched protocols (WebSocket) and

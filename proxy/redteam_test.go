@@ -671,3 +671,26 @@ func TestRedteamTunnelSniffing(t *testing.T) {
 		}
 	}
 }
+
+// An Upgrade to cleartext HTTP/2 is not passed on: once switched, the
+// client's HTTP/2 requests would name any :authority on a connection
+// decided for one host, and a lenient server upgrades even when the
+// Connection field does not name HTTP2-Settings.
+func TestRedteamH2CUpgrade(t *testing.T) {
+	up := newRawUpstream(t)
+	e := newEnv(t, Config{Rules: Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr}}})
+	for _, h := range []string{
+		"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+		"Connection: Upgrade\r\nUpgrade: websocket, H2C\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+	} {
+		resp, body, _, _ := raw(t, e.httpAddr, "GET http://allowed.test/up HTTP/1.1\r\nHost: allowed.test\r\n"+h+"\r\n")
+		if resp.StatusCode != 200 || body != "ok" {
+			t.Errorf("an h2c upgrade: %d %q, want the request served as HTTP/1.1", resp.StatusCode, body)
+		}
+	}
+	for _, c := range up.conns {
+		if got := strings.ToLower(c.String()); strings.Contains(got, "h2c") || strings.Contains(got, "http2-settings") {
+			t.Errorf("the upstream received an h2c upgrade: %q", c.String())
+		}
+	}
+}
