@@ -19,6 +19,8 @@ import (
 //	           on its own connection (a refusal closes it)
 //	flood N    hold N silent connections, past the session's cap, then
 //	           let go and fetch through the proxy again
+//	fronting   in CONNECT and SOCKS tunnels to plain.allowed.test, a
+//	           request for Host: evil.test sent in pieces or dressed up
 const redteamPy = `
 import socket, sys, time
 
@@ -60,8 +62,45 @@ def flood(n):
         s.close()
     out("flood", len(held))
 
+def tunnel(via, parts):
+    if via == "connect":
+        s = socket.create_connection(HTTP, timeout=10)
+        s.sendall(b"CONNECT plain.allowed.test:80 HTTP/1.1\r\nHost: plain.allowed.test:80\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            d = s.recv(1)
+            if not d:
+                return "closed"
+            head += d
+    else:
+        s = socket.create_connection(("127.0.0.1", 1080), timeout=10)
+        s.sendall(b"\x05\x01\x00")
+        s.recv(2)
+        h = b"plain.allowed.test"
+        s.sendall(b"\x05\x01\x00\x03" + bytes([len(h)]) + h + b"\x00\x50")
+        s.recv(10)
+    for p in parts:
+        s.sendall(p.encode())
+        time.sleep(0.05)
+    s.settimeout(3)
+    try:
+        r = status(s)
+    except OSError as e:
+        r = type(e).__name__
+    s.close()
+    return r
+
+def fronting():
+    req = " /fronted HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n"
+    cases = {"split": ["G", "ET" + req], "lower": ["get" + req], "dash": ["M-SEARCH" + req], "bytes": list("POST" + req)}
+    for via in ("connect", "socks"):
+        for name, parts in cases.items():
+            out("%s-%s" % (via, name), tunnel(via, parts))
+
 cmd = sys.argv[1]
-if cmd == "denied":
+if cmd == "fronting":
+    fronting()
+elif cmd == "denied":
     denied(int(sys.argv[2]))
 elif cmd == "flood":
     flood(int(sys.argv[2]))
@@ -186,6 +225,32 @@ curl -sS -o /dev/null -w '##after=%{http_code}\n' https://` + otherHost + `/afte
 		}
 		if !strings.Contains(r.Stderr, "requests denied (evil.test ×1500") {
 			t.Errorf("the exit summary does not count the denials:\n%s", r.Stderr)
+		}
+	})
+}
+
+// TestProxyRedteamTunnelFronting sends, inside CONNECT and SOCKS tunnels
+// to an allowed plain-HTTP host, a request for a denied host that the
+// proxy might not recognise as HTTP: its first byte alone, a lower-case
+// or dashed method, a byte at a time. Relayed raw, the allowed host's
+// server would answer for the denied one.
+func TestProxyRedteamTunnelFronting(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		n := setupNet(t, s, "")
+		s.WriteFile(s.Project+"/redteam.py", redteamPy, 0o644)
+		r := s.Jail("--", "python3", "redteam.py", "fronting")
+		got := abuseResults(r)
+		for _, via := range []string{"connect", "socks"} {
+			for _, c := range []string{"split", "lower", "dash", "bytes"} {
+				if v := got[via+"-"+c]; v != "HTTP/1.1 403 Forbidden" {
+					t.Errorf("%s, %s: %q, want the proxy's 403 for the Host it names\n%s", via, c, v, r)
+				}
+			}
+		}
+		for _, h := range n.Plain.hits.Requests() {
+			if h.Host == "evil.test" || h.Path == "/fronted" {
+				t.Errorf("the allowed host's server received %s %s for Host %q", h.Method, h.Path, h.Host)
+			}
 		}
 	})
 }
