@@ -134,9 +134,9 @@ func wholeBodySize(req *http.Request) int64 {
 }
 
 // readWhole is the memory that forward may hold of req's body at once:
-// the secrets check reads a textual or gzip body whole, the npm publish
-// check a PUT body that is not content-encoded, and both a PUT body
-// that is both.
+// the secrets check reads a textual or gzip body whole (a textual one
+// is rewritten into a copy), the npm publish check a PUT body that is
+// not content-encoded, and both a PUT body that is both.
 func (s *Server) readWhole(req *http.Request) int64 {
 	n := wholeBodySize(req)
 	ce := strings.TrimSpace(req.Header.Get("Content-Encoding"))
@@ -147,8 +147,11 @@ func (s *Server) readWhole(req *http.Request) int64 {
 	}
 	if s.secrets != nil {
 		_, textual := bodyEscaping(req.Header.Get("Content-Type"))
-		if gzipped(ce) || identity && textual {
+		switch {
+		case gzipped(ce):
 			need += n
+		case identity && textual:
+			need += 2 * n // and its rewritten copy
 		}
 	}
 	return need
@@ -177,13 +180,38 @@ func (s *Server) busy(bw *bufio.Writer, e Entry) bool {
 	return false
 }
 
+// maxRewritten caps a body rewritten whole: a value can be a hundred
+// times longer than its placeholder (a PEM key), and a 4 MiB body of
+// placeholders would then be rewritten to gigabytes in memory.
+const maxRewritten = 2 * maxSecretBody
+
+var errRewritten = fmt.Errorf("a request body whose placeholders expand past %d MiB is not sent", maxRewritten>>20)
+
+// boundRewrite makes r fail with errRewritten once its replacements would
+// take a body of n bytes past maxRewritten.
+func boundRewrite(r replacer, n int) replacer {
+	size, repl := n, r.repl
+	r.repl = func(k int) ([]byte, error) {
+		b, err := repl(k)
+		if size += len(b) - len(r.m.pats[k]); err == nil && size > maxRewritten {
+			return nil, errRewritten
+		}
+		return b, err
+	}
+	return r
+}
+
 // bodyError logs a request whose body could not be read or checked, and
 // tells the client why when the body is the reason.
 func (s *Server) bodyError(bw *bufio.Writer, e Entry, err error) bool {
-	if errors.Is(err, errInflated) {
+	if errors.Is(err, errInflated) || errors.Is(err, errRewritten) {
+		hint := "send it uncompressed"
+		if errors.Is(err, errRewritten) {
+			hint = "send it in smaller requests"
+		}
 		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret", err.Error()
 		s.record(e)
-		writeText(bw, http.StatusRequestEntityTooLarge, "jail: "+err.Error()+"; send it uncompressed\n")
+		writeText(bw, http.StatusRequestEntityTooLarge, "jail: "+err.Error()+"; "+hint+"\n")
 		return false
 	}
 	e.Verdict, e.Reason = verdictError, "reading the request body: "+err.Error()

@@ -694,3 +694,39 @@ func TestRedteamH2CUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// A value may be much longer than its placeholder (a PEM key): a 4 MiB
+// textual body of placeholders to their bound host must not be rewritten
+// to gigabytes in memory. Past twice the largest body it is refused
+// unsent; a body with a few of them is rewritten as before.
+func TestRedteamPlaceholderExpansion(t *testing.T) {
+	val := strings.Repeat("v", 3000)
+	ph := "jail-secret-BIG_KEY-k9"
+	up := newUpstream(t, nil, nil)
+	e := newEnv(t, Config{
+		Rules:   Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr()}},
+		Secrets: []Secret{{Name: "BIG_KEY", Placeholder: ph, Value: val, Hosts: []string{"allowed.test"}, Inject: []string{"body"}}},
+	})
+	post := func(path, body string) string {
+		return send(t, e.httpAddr, fmt.Sprintf("POST http://allowed.test%s HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body))
+	}
+	before := heapInUse()
+	stop := make(chan struct{})
+	peak := peakHeap(stop)
+	line := post("/expand", strings.Repeat(ph+" ", (4<<20)/(len(ph)+1)))
+	close(stop)
+	grew := <-peak - before
+	t.Logf("a 4 MiB body of placeholders for a 3000-byte value: %q, the heap peaked %d MiB above its start", line, grew>>20)
+	if line != "HTTP/1.1 413 Request Entity Too Large" || grew > 64<<20 {
+		t.Errorf("a 4 MiB body of placeholders: %q with the heap %d MiB up, want 413 within 64 MiB", line, grew>>20)
+	}
+	if got := e.entry(t, func(x Entry) bool { return x.Path == "/expand" }); got.Verdict != "deny" || !strings.Contains(got.Reason, "expand past 8 MiB") {
+		t.Errorf("the log entry: %+v", got)
+	}
+	if up.hits.Load() != 0 {
+		t.Fatalf("the upstream received %d requests, want none", up.hits.Load())
+	}
+	if line := post("/few", "key="+ph+"&again="+ph); line != "HTTP/1.1 200 OK" || !strings.HasSuffix(up.seen(), "\nkey="+val+"&again="+val) {
+		t.Errorf("a body with two placeholders: %q, the upstream got %.200q", line, up.seen())
+	}
+}

@@ -750,7 +750,10 @@ func (in *injection) whole(out *http.Request, body *countingBody, b []byte, esc 
 		if out.Header.Get("Content-Type") == "" && bytes.IndexByte(b, 0) >= 0 {
 			md = modeKeep // untyped and binary: nothing is injected
 		}
-		nb, _, err := in.rewriter(place{kind: inBody}, esc, md).apply(nil, b, true)
+		nb, _, err := boundRewrite(in.rewriter(place{kind: inBody}, esc, md), len(b)).apply(nil, b, true)
+		if errors.Is(err, errRewritten) {
+			return false, err
+		}
 		if err != nil {
 			return false, nil
 		}
