@@ -181,8 +181,9 @@ func gzipBomb(t *testing.T, size int64) []byte {
 
 // A gzip request body is inflated to be checked for secrets: a small one
 // that inflates to a gigabyte must be refused once it passes the bound,
-// not cost the host ten seconds of CPU (a core for minutes, sent in
-// parallel); a body that compresses as text does is sent.
+// not cost the host a second of CPU per request (a thousand times what
+// the client spends sending it); a body that compresses as text does is
+// sent.
 func TestRedteamGzipRequestBomb(t *testing.T) {
 	up := newUpstream(t, nil, nil)
 	e := newEnv(t, Config{

@@ -665,8 +665,8 @@ func bodyEscaping(contentType string) (escaping, bool) {
 //     to rewrite (413).
 //
 // It returns false when the request must be refused now, and an error
-// when the client's body could not be read or inflates too far
-// (errInflated).
+// when the client's body could not be read, or checked within bounds
+// (errInflated, errRewritten).
 func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 	textual := false
 	var esc escaping
@@ -725,8 +725,8 @@ func gzipped(ce string) bool {
 // text. It is streamed, never held inflated, so a small body that
 // inflates hugely costs time, not memory; what follows a gzip error is
 // what the upstream cannot inflate either. A body that inflates past
-// maxInflated (a gzip bomb: a megabyte of it inflates to a gigabyte, ten
-// seconds of CPU) is refused with errInflated.
+// maxInflated (a gzip bomb: 4 MiB of it inflate to 4 GiB, a second of
+// CPU per request) is refused with errInflated.
 func (in *injection) inflatedClean(b []byte) (bool, error) {
 	gz, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
