@@ -146,20 +146,29 @@ func (s *Server) leave() {
 	s.slots.release()
 }
 
-// refuseConn answers a client past a connection cap in its protocol and
-// closes it: 503 with one line for HTTP, a general failure for SOCKS.
-// It waits at most refusalLinger for the client, and answers at most
-// maxAnswering clients at once, so a flood of refused connections holds
-// little for long.
-func (s *Server) refuseConn(c net.Conn, socks bool, reason string) {
-	defer c.Close()
+// refuse turns away a client past a connection cap. At most
+// maxAnswering are answered at once, each by a goroutine of its own that
+// waits at most refusalLinger for the client; past them a client is
+// closed unanswered here, in the accept loop, so that a flood waits on
+// the loop (and the kernel's backlog) instead of piling up goroutines.
+func (s *Server) refuse(c net.Conn, socks bool, reason string) {
 	e := Entry{Time: time.Now(), Verdict: verdictDeny, Rule: "limit connections", Reason: reason}
 	if !s.answering.acquire(maxAnswering) {
+		c.Close()
 		e.Reason += " (closed unanswered)"
 		s.record(e)
 		return
 	}
-	defer s.answering.release()
+	go func() {
+		defer s.answering.release()
+		s.refuseConn(c, socks, e)
+	}()
+}
+
+// refuseConn answers a client past a connection cap in its protocol and
+// closes it: 503 with one line for HTTP, a general failure for SOCKS.
+func (s *Server) refuseConn(c net.Conn, socks bool, e Entry) {
+	defer c.Close()
 	c.SetDeadline(time.Now().Add(refusalLinger))
 	if socks {
 		e.Scheme = "socks5"
@@ -167,7 +176,7 @@ func (s *Server) refuseConn(c net.Conn, socks bool, reason string) {
 	} else {
 		e.Scheme = "http"
 		writeText(bufio.NewWriterSize(c, 512), http.StatusServiceUnavailable,
-			"jail: "+reason+"; the jail's connection limit was reached, close idle connections or retry later\n")
+			"jail: "+e.Reason+"; the jail's connection limit was reached, close idle connections or retry later\n")
 	}
 	s.record(e)
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {

@@ -731,3 +731,50 @@ func TestRedteamPlaceholderExpansion(t *testing.T) {
 		t.Errorf("a body with two placeholders: %q, the upstream got %.200q", line, up.seen())
 	}
 }
+
+// A flood of connections past the cap, left open and silent, costs a
+// goroutine each for a quarter second at most and 64 at once; the rest
+// are closed in the accept loop: the process's goroutines stay bounded
+// however fast they come (each refusal once took a goroutine of its own
+// to log it, and under load they piled up), and the session serves again
+// once its own connections end.
+func TestRedteamRefusedFlood(t *testing.T) {
+	up := newUpstream(t, nil, nil)
+	e := newEnv(t, Config{
+		Rules:  Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": up.addr()}},
+		Limits: Limits{Conns: 2},
+	})
+	held := []net.Conn{dial(t, e.httpAddr), dial(t, e.httpAddr)}
+	waitSlots(t, e.srv, 2)
+	base := runtime.NumGoroutine()
+	var peak int
+	var open []net.Conn
+	start := time.Now()
+	for i := range 2000 {
+		c, err := net.Dial("tcp", e.httpAddr)
+		if err != nil {
+			continue // the backlog is full: the kernel refuses, not the proxy
+		}
+		open = append(open, c)
+		if i%20 == 0 {
+			peak = max(peak, runtime.NumGoroutine()-base)
+		}
+	}
+	t.Logf("2000 connections past the cap in %v: at most %d more goroutines", time.Since(start), peak)
+	if peak > maxAnswering+16 {
+		t.Errorf("a flood of refused connections ran %d more goroutines, want about %d at most", peak, maxAnswering)
+	}
+	for _, c := range open {
+		c.Close()
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	waitSlots(t, e.srv, 0)
+	if resp, body := get(t, e.client(), "http://allowed.test/after"); resp.StatusCode != 200 {
+		t.Errorf("after the flood: %d %q", resp.StatusCode, body)
+	}
+	if n := len(e.srv.Denied()); n > maxDenied {
+		t.Errorf("%d denials kept, want at most %d", n, maxDenied)
+	}
+}

@@ -239,7 +239,7 @@ func (s *Server) serve(l net.Listener, handle func(net.Conn), socks bool) error 
 		}
 		backoff = 0
 		if ok, reason := s.admit(); !ok {
-			go s.refuseConn(c, socks, reason)
+			s.refuse(c, socks, reason)
 			continue
 		}
 		wc := &watchedConn{Conn: c}
