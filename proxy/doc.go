@@ -51,6 +51,16 @@
 // refused with 403. Each refusal is logged with the rule,
 // "command.deny git push".
 //
+// What a client can make the proxy hold is bounded (Limits, Timeouts):
+// connections per session and per process, the time of every wait,
+// request and response heads, the leaf certificates kept, and the bodies
+// read whole (Limits.Buffered for all of them together; a request waits
+// for room, a response is streamed instead). A gzip request body that
+// inflates past 64 MiB is refused (413) rather than checked. Nothing the
+// proxy did not read can name another host: a tunnel's first request is
+// read as HTTP however slowly it comes, an Upgrade to cleartext HTTP/2 is
+// dropped, and request trailers lose their framing and routing fields.
+//
 // The proxy speaks HTTP/1.1 to clients (inside an intercepted tunnel too:
 // ALPN offers only http/1.1) and HTTP/1.1 or HTTP/2 to upstream servers.
 package proxy

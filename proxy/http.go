@@ -275,6 +275,14 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 	}
 
+	// Room for a body read whole is taken before the client is told to
+	// send it.
+	reqMem := &held{b: s.mem}
+	defer reqMem.releaseAll()
+	if !reqMem.reserve(s.readWhole(req), s.timeouts.Read) {
+		return s.busy(bw, e)
+	}
+
 	// The decision has been made: tell a client that waits before sending
 	// its body to go ahead, and let the upstream server see no Expect.
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ProtoAtLeast(1, 1) {
@@ -290,9 +298,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	if s.cmds.npmPublish != "" && req.Method == http.MethodPut && req.Body != nil && req.Body != http.NoBody {
 		reason, err := publishRequest(req)
 		if err != nil {
-			e.Verdict, e.Reason = verdictError, "reading the request body: "+err.Error()
-			s.record(e)
-			return false
+			return s.bodyError(bw, e, err)
 		}
 		if reason != "" {
 			return s.refuseCommand(bw, e, "npm publish", s.cmds.npmPublish, reason)
@@ -309,7 +315,8 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 		upConn, _ = c.(*upstreamConn)
 	}})
-	body := &countingBody{rc: req.Body, closed: make(chan struct{})}
+	dropControlTrailers(req.Trailer) // declared ones, announced in the head
+	body := &countingBody{rc: req.Body, closed: make(chan struct{}), trailer: &req.Trailer}
 	out := req.WithContext(ctx)
 	out.URL = &url.URL{Scheme: scheme, Host: t.addr(),
 		Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
@@ -325,14 +332,15 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		if inj != nil {
 			ok, err := inj.body(out, body)
 			if err != nil {
-				e.Verdict, e.Reason = verdictError, "reading the request body: "+err.Error()
-				s.record(e)
-				return false
+				return s.bodyError(bw, e, err)
 			}
 			if !ok {
 				return s.refuseSecret(bw, e, inj.refused(), t.norm.name)
 			}
 		}
+	}
+	if out.Body != nil {
+		out.Body = &releasingBody{rc: out.Body, h: reqMem}
 	}
 	if s.secrets != nil && s.secrets.vals != nil {
 		// A response must be readable to be redacted: an upstream that
@@ -379,6 +387,9 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s sent %s, which cannot be checked for secrets; ask it for gzip or no content coding\n", host, why))
 			return false
 		}
+		respMem := &held{b: s.mem}
+		defer respMem.releaseAll()
+		s.holdResponse(resp, respMem)
 		redacting, buffered = s.secrets.redactBody(resp)
 	}
 	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
@@ -481,7 +492,7 @@ func bodyAllowed(method string, status int) bool {
 
 // removeHopByHop deletes the header fields that concern one connection
 // only, and returns the Upgrade protocol if h asked for one, which it then
-// keeps.
+// keeps, unless it offers cleartext HTTP/2 (h2c), which is dropped.
 func removeHopByHop(h http.Header) (upgrade string) {
 	for _, v := range h.Values("Connection") {
 		for _, f := range strings.Split(v, ",") {
@@ -495,11 +506,29 @@ func removeHopByHop(h http.Header) (upgrade string) {
 	for _, f := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
 		h.Del(f)
 	}
+	if upgradesToH2C(upgrade) {
+		// After the switch, HTTP/2 frames would name any :authority on
+		// a connection decided for one host, out of the proxy's sight.
+		upgrade = ""
+		h.Del("Http2-Settings")
+	}
 	if upgrade != "" {
 		h.Set("Connection", "Upgrade")
 		h.Set("Upgrade", upgrade)
 	}
 	return upgrade
+}
+
+// upgradesToH2C reports whether an Upgrade field offers cleartext
+// HTTP/2.
+func upgradesToH2C(upgrade string) bool {
+	for _, p := range strings.Split(upgrade, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(p), "/")
+		if strings.EqualFold(name, "h2c") {
+			return true
+		}
+	}
+	return false
 }
 
 // upgraded relays a connection that switched protocols (WebSocket) and
@@ -562,6 +591,9 @@ type countingBody struct {
 	eof    bool
 	closed chan struct{}
 	once   sync.Once
+	// trailer is the request's, which net/http fills as the body ends
+	// and the transport then sends on.
+	trailer *http.Header
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -569,8 +601,26 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	b.n += int64(n)
 	if err == io.EOF {
 		b.eof = true
+		if b.trailer != nil {
+			dropControlTrailers(*b.trailer)
+		}
 	}
 	return n, err
+}
+
+// controlFields frame, route or control a message: a trailer must not
+// carry them, and one that does is not sent on, so that an upstream that
+// merges trailers into the header cannot be routed by one to a host that
+// was never decided.
+var controlFields = []string{"Host", "Content-Length", "Transfer-Encoding", "Trailer", "Content-Encoding",
+	"Content-Type", "Content-Range", "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Upgrade",
+	"Proxy-Authorization", "Proxy-Authenticate", "Expect", "Max-Forwards", "Range"}
+
+// dropControlTrailers deletes the control fields from a trailer.
+func dropControlTrailers(h http.Header) {
+	for _, f := range controlFields {
+		delete(h, f)
+	}
 }
 
 func (b *countingBody) Close() error {
@@ -745,7 +795,7 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 		s.intercept(c, br, t, e)
 	case err == nil && s.refuseSSH(c, br, t, e):
 		// The client speaks SSH while git push is denied.
-	case err == nil && looksHTTP(br):
+	case err == nil && s.speaksHTTP(c, br):
 		// Plain HTTP in a tunnel: served as requests, so that a Host
 		// header cannot name another site on the same address.
 		s.serveTunnel(&client{conn: c, raw: c, w: watched(c), br: br, bw: bufio.NewWriterSize(c, 4<<10), tunnel: t, scheme: "http"}, e)
@@ -808,19 +858,68 @@ func (s *Server) firstSpeaker(c net.Conn, br *bufio.Reader, t *target) (up net.C
 	return uc, false, nil
 }
 
-// looksHTTP reports whether the bytes already received start like an
-// HTTP/1 request line: an upper-case method and a space.
-func looksHTTP(br *bufio.Reader) bool {
-	b, _ := br.Peek(br.Buffered())
-	for i, c := range b {
-		switch {
-		case c == ' ':
-			return i >= 3
-		case c < 'A' || c > 'Z' || i > 10:
-			return false
+// speaksHTTP reports whether the client of a tunnel speaks HTTP/1, waiting
+// at most the header timeout for enough of its first line to tell: a
+// client that sends its first request a byte at a time must not have it
+// relayed raw, where the server at the tunnel's address would read it for
+// whatever host its Host header names. Still undecided then, or when the
+// buffer is full, it is taken for HTTP, whose reading refuses what is not.
+func (s *Server) speaksHTTP(c net.Conn, br *bufio.Reader) bool {
+	c.SetReadDeadline(time.Now().Add(s.timeouts.Header))
+	defer c.SetReadDeadline(time.Time{})
+	for {
+		b, _ := br.Peek(br.Buffered())
+		if isHTTP, decided := sniffHTTP(b); decided {
+			return isHTTP
+		}
+		if br.Buffered() == br.Size() {
+			return true
+		}
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			return true
 		}
 	}
-	return false
+}
+
+// sniffHTTP tells from the first bytes a tunnel's client sent whether
+// they are a request line that some server would take for HTTP: after
+// any empty lines (servers skip them), a token, then on the same line
+// "HTTP/" (any case), or a whole line with a space or tab before a "/" (a
+// path: HTTP/0.9). A first byte outside a token, or a control byte in the
+// line, is another protocol (an SSH banner is a line without either).
+// decided is false while the line is incomplete and could still become
+// one.
+func sniffHTTP(b []byte) (isHTTP, decided bool) {
+	b = bytes.TrimLeft(b, "\r\n")
+	if len(b) == 0 {
+		return false, false
+	}
+	if !tokenChar(b[0]) {
+		return false, true
+	}
+	line, _, complete := bytes.Cut(b, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	for _, c := range line {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false, true
+		}
+	}
+	if bytes.Contains(bytes.ToLower(line), []byte("http/")) {
+		return true, true
+	}
+	if !complete {
+		return false, false
+	}
+	return bytes.Contains(line, []byte(" /")) || bytes.Contains(line, []byte("\t/")), true
+}
+
+// tokenChar reports whether c may be in an HTTP token (a method).
+func tokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // passthrough relays a TLS tunnel that is not intercepted, once the

@@ -24,12 +24,22 @@ type Limits struct {
 	// process together (default 1024).
 	TotalConns int
 	// ResponseHeaderBytes caps the header of an upstream response
-	// (default 256 KiB).
+	// (default 64 KiB; common reverse proxies refuse one past 8 KiB).
+	// Over HTTP/1 a field costs the proxy about twenty times its bytes
+	// in memory while the response is relayed: a head of tiny fields
+	// within 256 KiB held 4 MiB per connection.
 	ResponseHeaderBytes int64
 	// Leaves caps the leaf certificates kept in memory; the least
 	// recently used is dropped first (default 1024), so that endless
 	// names under an allowed wildcard cost no more than that.
 	Leaves int
+	// Buffered caps the bytes of bodies one Server holds in memory whole
+	// at once (default 32 MiB). A request body that is read whole before
+	// it is sent (to rewrite placeholders, or to tell an npm publish)
+	// waits for room at most Timeouts.Read, then is answered 503 unsent;
+	// a response that would be redacted whole is streamed through the
+	// redactor instead when there is no room.
+	Buffered int64
 }
 
 // Timeouts bound how long a client or an upstream server may keep the
@@ -65,7 +75,7 @@ type Timeouts struct {
 const (
 	defaultConns               = 256
 	defaultTotalConns          = 1024
-	defaultResponseHeaderBytes = 256 << 10
+	defaultResponseHeaderBytes = 64 << 10
 	defaultLeaves              = 1024
 	maxHeaderFields            = 128 // in a request head
 	refusalLinger              = 250 * time.Millisecond
@@ -78,6 +88,7 @@ func (l Limits) withDefaults() Limits {
 	l.TotalConns = orDefault(l.TotalConns, defaultTotalConns)
 	l.ResponseHeaderBytes = orDefault(l.ResponseHeaderBytes, defaultResponseHeaderBytes)
 	l.Leaves = orDefault(l.Leaves, defaultLeaves)
+	l.Buffered = orDefault(l.Buffered, defaultBuffered)
 	return l
 }
 
@@ -135,20 +146,29 @@ func (s *Server) leave() {
 	s.slots.release()
 }
 
-// refuseConn answers a client past a connection cap in its protocol and
-// closes it: 503 with one line for HTTP, a general failure for SOCKS.
-// It waits at most refusalLinger for the client, and answers at most
-// maxAnswering clients at once, so a flood of refused connections holds
-// little for long.
-func (s *Server) refuseConn(c net.Conn, socks bool, reason string) {
-	defer c.Close()
+// refuse turns away a client past a connection cap. At most
+// maxAnswering are answered at once, each by a goroutine of its own that
+// waits at most refusalLinger for the client; past them a client is
+// closed unanswered here, in the accept loop, so that a flood waits on
+// the loop (and the kernel's backlog) instead of piling up goroutines.
+func (s *Server) refuse(c net.Conn, socks bool, reason string) {
 	e := Entry{Time: time.Now(), Verdict: verdictDeny, Rule: "limit connections", Reason: reason}
 	if !s.answering.acquire(maxAnswering) {
+		c.Close()
 		e.Reason += " (closed unanswered)"
 		s.record(e)
 		return
 	}
-	defer s.answering.release()
+	go func() {
+		defer s.answering.release()
+		s.refuseConn(c, socks, e)
+	}()
+}
+
+// refuseConn answers a client past a connection cap in its protocol and
+// closes it: 503 with one line for HTTP, a general failure for SOCKS.
+func (s *Server) refuseConn(c net.Conn, socks bool, e Entry) {
+	defer c.Close()
 	c.SetDeadline(time.Now().Add(refusalLinger))
 	if socks {
 		e.Scheme = "socks5"
@@ -156,7 +176,7 @@ func (s *Server) refuseConn(c net.Conn, socks bool, reason string) {
 	} else {
 		e.Scheme = "http"
 		writeText(bufio.NewWriterSize(c, 512), http.StatusServiceUnavailable,
-			"jail: "+reason+"; the jail's connection limit was reached, close idle connections or retry later\n")
+			"jail: "+e.Reason+"; the jail's connection limit was reached, close idle connections or retry later\n")
 	}
 	s.record(e)
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {

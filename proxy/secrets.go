@@ -705,7 +705,8 @@ func bodyEscaping(contentType string) (escaping, bool) {
 //     to rewrite (413).
 //
 // It returns false when the request must be refused now, and an error
-// when the client's body could not be read.
+// when the client's body could not be read, or checked within bounds
+// (errInflated, errRewritten).
 func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 	textual := false
 	var esc escaping
@@ -720,8 +721,8 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 			return false, err
 		}
 		if len(b) <= maxSecretBody {
-			if !in.inflatedClean(b) {
-				return false, nil
+			if ok, err := in.inflatedClean(b); !ok {
+				return false, err
 			}
 			out.Body = &readCloser{Reader: in.trailerChecked(bytes.NewReader(b), out), c: body}
 			return true, nil
@@ -788,14 +789,20 @@ func gzipped(ce string) bool {
 // placeholder compressed out of sight is refused like one in plain
 // text. It is streamed, never held inflated, so a small body that
 // inflates hugely costs time, not memory; what follows a gzip error is
-// what the upstream cannot inflate either.
-func (in *injection) inflatedClean(b []byte) bool {
+// what the upstream cannot inflate either. A body that inflates past
+// maxInflated (a gzip bomb: 4 MiB of it inflate to 4 GiB, a second of
+// CPU per request) is refused with errInflated.
+func (in *injection) inflatedClean(b []byte) (bool, error) {
 	gz, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
-		return true
+		return true, nil
 	}
-	io.Copy(io.Discard, newReplacingReader(gz, in.rewriter(place{kind: inBody}, escRaw, modeKeep)))
-	return in.refused() == nil
+	lr := &io.LimitedReader{R: gz, N: maxInflated + 1}
+	io.Copy(io.Discard, newReplacingReader(lr, in.rewriter(place{kind: inBody}, escRaw, modeKeep)))
+	if lr.N == 0 {
+		return false, errInflated
+	}
+	return in.refused() == nil, nil
 }
 
 // whole rewrites a body read whole.
@@ -808,7 +815,10 @@ func (in *injection) whole(out *http.Request, body *countingBody, b []byte, esc 
 		if out.Header.Get("Content-Type") == "" && bytes.IndexByte(b, 0) >= 0 {
 			md = modeKeep // untyped and binary: nothing is injected
 		}
-		nb, _, err := in.rewriter(place{kind: inBody}, esc, md).apply(nil, b, true)
+		nb, _, err := boundRewrite(in.rewriter(place{kind: inBody}, esc, md), len(b)).apply(nil, b, true)
+		if errors.Is(err, errRewritten) {
+			return false, err
+		}
 		if err != nil {
 			return false, nil
 		}

@@ -98,6 +98,7 @@ type Server struct {
 	answering connCounter  // refused connections being answered
 	total     *connCounter // the process's, shared by every Server
 	leaves    *leafCache
+	mem       *budget // bodies held whole
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -110,10 +111,11 @@ type Server struct {
 }
 
 const (
-	dialTimeout    = 10 * time.Second
-	resolveTimeout = 10 * time.Second
-	sniffTimeout   = 300 * time.Millisecond // a tunnel client silent this long waits for the server to speak first
-	maxDenied      = 10000                  // kept for the summary; later denials are only logged
+	dialTimeout     = 10 * time.Second
+	resolveTimeout  = 10 * time.Second
+	sniffTimeout    = 300 * time.Millisecond // a tunnel client silent this long waits for the server to speak first
+	maxDenied       = 10000                  // kept for the summary; later denials are only logged
+	maxSummaryField = 256                    // bytes of a kept denial's host and reason
 )
 
 // New checks cfg and returns a Server that serves nothing yet.
@@ -149,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 		conns:     map[net.Conn]struct{}{},
 	}
 	s.leaves = newLeafCache(s.limits.Leaves)
+	s.mem = newBudget(s.limits.Buffered)
 	if s.total == nil {
 		s.total = &processConns
 	}
@@ -236,7 +239,7 @@ func (s *Server) serve(l net.Listener, handle func(net.Conn), socks bool) error 
 		}
 		backoff = 0
 		if ok, reason := s.admit(); !ok {
-			go s.refuseConn(c, socks, reason)
+			s.refuse(c, socks, reason)
 			continue
 		}
 		wc := &watchedConn{Conn: c}
@@ -301,7 +304,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Denied returns the denials of this server's session, oldest first.
+// Denied returns the denials of this server's session, oldest first, as
+// the summary needs them: without a path, with the host and the reason
+// cut to a few hundred bytes (the decision log has them in full).
 func (s *Server) Denied() []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -318,13 +323,35 @@ func (s *Server) record(e Entry) {
 	if e.Verdict == verdictDeny {
 		s.mu.Lock()
 		if len(s.denied) < maxDenied {
-			s.denied = append(s.denied, e)
+			s.denied = append(s.denied, summaryEntry(e))
 		}
 		s.mu.Unlock()
 	}
 	if s.log != nil {
 		s.log.Write(e) // a full disk must not take the network down
 	}
+}
+
+// summaryEntry is e as Denied keeps it: a denied request's path and host
+// are the client's, up to 32 KiB each, and ten thousand of them must not
+// hold hundreds of megabytes until the run ends. Every string is copied:
+// the method and scheme are slices of the request line.
+func summaryEntry(e Entry) Entry {
+	return Entry{
+		Time: e.Time, Session: strings.Clone(e.Session), Client: keep(e.Client),
+		Method: keep(e.Method), Scheme: keep(e.Scheme), Host: keep(e.Host), Port: e.Port,
+		Status: e.Status, Rule: keep(e.Rule), Verdict: keep(e.Verdict), Reason: keep(e.Reason),
+		BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.DurationMS,
+	}
+}
+
+// keep is a copy of s cut to maxSummaryField bytes, marked with "…" when
+// it was cut.
+func keep(s string) string {
+	if len(s) <= maxSummaryField {
+		return strings.Clone(s)
+	}
+	return strings.ToValidUTF8(s[:maxSummaryField], "") + "…"
 }
 
 // target is a connection that was allowed: the name the client asked for
