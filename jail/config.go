@@ -29,6 +29,9 @@ type Config struct {
 	Secrets     SecretsConfig    `json:"secrets,omitempty"`
 	Command     CommandConfig    `json:"command,omitempty"`
 	Env         EnvConfig        `json:"env,omitempty"`
+	// AgentSandbox names the agent whose own sandbox, which cannot start
+	// in the jail, jail turns off through the agent's configuration.
+	AgentSandbox string `json:"agentSandbox,omitempty" noun:"an agent name"`
 	// Learned records what a learning run saw; it informs, it grants nothing.
 	Learned LearnedConfig `json:"learned,omitempty"`
 
@@ -317,6 +320,9 @@ func find(n *jsonc.Node, keys ...string) *jsonc.Node {
 // validate checks values whose type is right but whose content is not,
 // walking the document so that errors name the first bad entry in it.
 func (d *decoder) validate(root *jsonc.Node, c *Config) error {
+	if _, ok := agentSandboxes[c.AgentSandbox]; c.AgentSandbox != "" && !ok {
+		return d.errAt(lookup(root, "agentSandbox").Start, `"agentSandbox" must be one of %s, got %q`, strings.Join(AgentSandboxNames(), ", "), c.AgentSandbox)
+	}
 	switch c.Network.Unknown {
 	case "", "deny", "allow":
 	case "ask":

@@ -300,7 +300,10 @@ type Plan struct {
 	LandlockV  int // ABI version the rules are written for; 0 = not applied
 	Seccomp    []seccomp.Rule
 	Env        EnvPlan
-	Net        *NetPlan // nil: loopback only, no proxy (--no-network)
+	// AgentSandbox says, per agent profile, how the agent's own sandbox
+	// is handled (its flags are already in Argv).
+	AgentSandbox []string
+	Net          *NetPlan // nil: loopback only, no proxy (--no-network)
 	// Mode is "learning" or "watch"; OverlayHome is then the home init
 	// shows through an overlay whose writes are thrown away.
 	Mode        string
@@ -851,6 +854,10 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.CommandDeny, p.CommandAllow = nil, nil
 	}
 	p.StateDir = f.StateDir
+	jailVars, err := planAgentSandbox(p, pol, jailVars)
+	if err != nil {
+		return nil, err
+	}
 	p.Env = PlanEnv(f.Env, pol, f.SecretKey, f.Session, jailVars)
 	p.SecretKey = f.SecretKey
 	p.SecretEnv = pol.Secrets.Env
@@ -1075,6 +1082,9 @@ func (p *Plan) String() string {
 	}
 	for _, s := range p.Sources {
 		fmt.Fprintf(&b, "config      %s\n", s)
+	}
+	for _, a := range p.AgentSandbox {
+		fmt.Fprintf(&b, "agent sandbox: %s\n", a)
 	}
 	b.WriteString("namespaces  user pid ipc uts net(loopback only) cgroup; no capabilities; no new user namespaces\n")
 	if p.Mode != "" {

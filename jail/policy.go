@@ -45,6 +45,8 @@ type Policy struct {
 	Secrets SecretsConfig
 	Command CommandConfig
 	Env     EnvConfig
+	// AgentSandbox are the agents whose own sandbox jail turns off.
+	AgentSandbox []string
 
 	SecretNames []string // --secret
 	BestEffort  bool
@@ -244,6 +246,7 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 		p.Command.Allow = union(p.Command.Allow, c.Command.Allow)
 		p.Env.Pass = union(p.Env.Pass, c.Env.Pass)
 		p.Env.Set = mergeMap(p.Env.Set, c.Env.Set)
+		p.AgentSandbox = sortedAgentSandbox(p.AgentSandbox, c.AgentSandbox)
 	}
 	p.SecretNames = union(nil, opts.Secrets)
 	if p.Mode != "" {

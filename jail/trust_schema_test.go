@@ -130,6 +130,9 @@ var trustDecisions = map[string]trustDecision{
 		widens("env.set NO_PROXY=*", func(c *Config, _, _ string) { c.Env.Set = map[string]string{"NO_PROXY": "*"} }),
 		widens("env.set CI=1", func(c *Config, _, _ string) { c.Env.Set = map[string]string{"CI": "1"} }),
 	}},
+	"agentSandbox": {"widens: it turns off a confinement the user may have chosen for the agent, inside the jail's", []trustCase{
+		widens("agentSandbox codex (turns the agent's own sandbox off)", func(c *Config, _, _ string) { c.AgentSandbox = "codex" }),
+	}},
 	"learned.command":    {"informational: what a learning run saw", []trustCase{narrows(func(c *Config, _, _ string) { c.Learned.Command = "npm test" })}},
 	"learned.tracer":     {"informational: what a learning run saw", []trustCase{narrows(func(c *Config, _, _ string) { c.Learned.Tracer = "ebpf" })}},
 	"learned.programs":   {"informational: what a learning run saw", []trustCase{narrows(func(c *Config, _, _ string) { c.Learned.Programs = []string{"/usr/bin/node"} })}},

@@ -23,7 +23,7 @@ var agents = lineup[:10]
 // known lists the keys a profile may use, per object. The strict parser in
 // package jail is the authority; this catches typos in this package alone.
 var known = map[string][]string{
-	"":           {"description", "extends", "filesystem", "network", "secrets", "command", "env"},
+	"":           {"description", "extends", "filesystem", "network", "secrets", "command", "env", "agentSandbox"},
 	"filesystem": {"allowRead", "allowWrite", "denyRead", "denyWrite"},
 	"network":    {"allow", "deny", "unknown", "hosts", "passthrough"},
 	"secrets":    {"env", "files"},
