@@ -73,6 +73,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 		add(false, false, "eBPF (learning)", "no CAP_BPF+CAP_PERFMON; --learning will use the slower unprivileged tracer; fix: sudo setcap cap_bpf,cap_perfmon+ep $(command -v jail)")
 	}
 
+	addAgentSandboxes(add)
+
 	failed := false
 	defer func() {
 		if verbose {

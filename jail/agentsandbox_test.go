@@ -1,0 +1,82 @@
+package jail
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestPlanCodexSandbox: the override goes right after the codex program,
+// however it is started, and a command line asking for Codex's own sandbox
+// is refused with the flag to drop.
+func TestPlanCodexSandbox(t *testing.T) {
+	for _, tt := range []struct {
+		argv, want []string
+	}{
+		{[]string{"codex", "exec", "hi"}, []string{"codex", "-c", codexFullAccess, "exec", "hi"}},
+		{[]string{"/usr/local/bin/codex"}, []string{"/usr/local/bin/codex", "-c", codexFullAccess}},
+		{[]string{"npx", "-y", "@openai/codex@0.171.0", "exec", "x"}, []string{"npx", "-y", "@openai/codex@0.171.0", "-c", codexFullAccess, "exec", "x"}},
+		{[]string{"codex", "exec", "-s", "danger-full-access", "--", "--full-auto"}, []string{"codex", "-c", codexFullAccess, "exec", "-s", "danger-full-access", "--", "--full-auto"}},
+		{[]string{"codex", "-c", "model=o3", "exec"}, []string{"codex", "-c", codexFullAccess, "-c", "model=o3", "exec"}},
+	} {
+		got, line, err := planCodexSandbox(tt.argv, nil)
+		if err != nil || !slices.Equal(got, tt.want) || line != codexSummary {
+			t.Errorf("planCodexSandbox(%q) = %q, %q, %v; want %q", tt.argv, got, line, err, tt.want)
+		}
+	}
+	for _, argv := range [][]string{
+		{"codex", "exec", "--full-auto", "x"},
+		{"codex", "-s", "workspace-write", "exec"},
+		{"codex", "exec", "--sandbox=read-only"},
+		{"codex", "exec", "-sworkspace-write"},
+		{"codex", "-c", `sandbox_mode="workspace-write"`, "exec"},
+		{"codex", "--config", "profiles.fast.sandbox_mode='read-only'"},
+		{"codex", "--config=sandbox_mode=workspace-write"},
+	} {
+		_, _, err := planCodexSandbox(argv, nil)
+		if err == nil || !strings.Contains(err.Error(), "cannot start inside the jail") || !strings.Contains(err.Error(), "; drop ") {
+			t.Errorf("planCodexSandbox(%q) = %v, want a refusal with the fix", argv, err)
+		}
+	}
+	got, line, err := planCodexSandbox([]string{"bash", "-c", "codex exec hi"}, nil)
+	if err != nil || !slices.Equal(got, []string{"bash", "-c", "codex exec hi"}) || !strings.Contains(line, "run jail -- codex") {
+		t.Errorf("codex run by a shell: %q %q %v; want the command unchanged and a line saying so", got, line, err)
+	}
+}
+
+// TestPlanAgentSandbox: every agent of the policy gets its line; Gemini's
+// variable is among jail's own, which env.set cannot undo, even with no
+// network (no jail variables before).
+func TestPlanAgentSandbox(t *testing.T) {
+	p := &Plan{Argv: []string{"gemini", "-p", "hi"}}
+	pol := &Policy{AgentSandbox: []string{"claude", "gemini"}}
+	vars, err := planAgentSandbox(p, pol, nil)
+	if err != nil || vars["GEMINI_SANDBOX"] != "false" {
+		t.Fatalf("vars %v, err %v", vars, err)
+	}
+	if len(p.AgentSandbox) != 2 || p.AgentSandbox[0] != claudeSummary || p.AgentSandbox[1] != geminiSummary {
+		t.Errorf("lines %q", p.AgentSandbox)
+	}
+	if !slices.Equal(p.Argv, []string{"gemini", "-p", "hi"}) {
+		t.Errorf("gemini's command line changed: %q", p.Argv)
+	}
+	if _, err := planAgentSandbox(p, &Policy{AgentSandbox: []string{"nope"}}, nil); err == nil {
+		t.Error("an unknown agent is accepted")
+	}
+}
+
+// TestAgentSandboxKey: the key takes a known agent only, and layers merge
+// into a sorted union.
+func TestAgentSandboxKey(t *testing.T) {
+	if _, err := ParseConfig([]byte(`{"agentSandbox": "docker"}`), "jail.json"); err == nil || !strings.Contains(err.Error(), `"agentSandbox" must be one of claude, codex, gemini, got "docker"`) {
+		t.Errorf("unknown agent: %v", err)
+	}
+	c, err := ParseConfig([]byte(`{"agentSandbox": "codex"}`), "jail.json")
+	if err != nil || c.AgentSandbox != "codex" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	pol, err := Resolve([]*Config{{AgentSandbox: "gemini"}, c, {AgentSandbox: "codex"}}, "/p", "/h", Options{})
+	if err != nil || !slices.Equal(pol.AgentSandbox, []string{"codex", "gemini"}) {
+		t.Errorf("merged %q %v", pol.AgentSandbox, err)
+	}
+}
