@@ -1,0 +1,299 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// An agent's own sandbox needs new namespaces, which the jail forbids.
+// These tests run the real Codex CLI inside the jail against a local TLS
+// mock of the OpenAI Responses API whose reply makes Codex run a shell
+// command: without agentSandbox the command dies in Codex's bubblewrap
+// while codex exec still exits 0; with it the command runs, confined by
+// the jail.
+
+const openaiHost = "api.openai.com"
+
+// openaiPKI is a CA and a leaf for the OpenAI API host, signed by it.
+var openaiPKI = &lazyPKI{what: "OpenAI mock PKI", caName: "jail agent sandbox tests CA", names: []string{openaiHost}}
+
+// codexProofCmd is the shell command the mock asks Codex to run, in the
+// project (Codex's working directory).
+const codexProofCmd = "echo ok > proof.txt"
+
+// codexMock is a Responses API that answers the first turn with a shell
+// tool call (codexProofCmd) and the turn carrying its output with a
+// message. WebSocket upgrades are refused, so Codex falls back to HTTP
+// with server-sent events.
+type codexMock struct {
+	*echoServer
+	mu      sync.Mutex
+	outputs []string // the tool outputs Codex sent back
+}
+
+func newCodexMock(t *testing.T) *codexMock {
+	m := &codexMock{}
+	e := &echoServer{handle: m.handle}
+	e.srv = newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		e.add(seen{r.Method, r.Host, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), string(body)})
+		e.handle(w, r, body)
+	}))
+	startTestServer(t, e.srv, &openaiPKI.get(t).Leaf)
+	m.echoServer = e
+	return m
+}
+
+func (m *codexMock) handle(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if r.URL.Path != "/v1/responses" || r.Method != http.MethodPost {
+		http.Error(w, "not here", http.StatusNotFound) // WebSocket upgrades, model lists
+		return true
+	}
+	var req struct {
+		Tools []codexTool       `json:"tools"`
+		Input []json.RawMessage `json:"input"`
+	}
+	json.Unmarshal(body, &req)
+	w.Header().Set("Content-Type", "text/event-stream")
+	tools := req.Tools
+	for _, in := range req.Input {
+		var item struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+			Tools  []codexTool     `json:"tools"`
+		}
+		if json.Unmarshal(in, &item) != nil {
+			continue
+		}
+		switch item.Type {
+		case "function_call_output", "custom_tool_call_output":
+			m.mu.Lock()
+			m.outputs = append(m.outputs, string(item.Output))
+			m.mu.Unlock()
+			sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0,
+				"item": map[string]any{"type": "message", "role": "assistant", "id": "msg_2",
+					"content": []map[string]any{{"type": "output_text", "text": "proof written"}}}})
+			sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_2"}})
+			return true
+		case "additional_tools":
+			tools = append(tools, item.Tools...)
+		}
+	}
+	sse(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_1"}})
+	sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": codexCall(tools)})
+	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1"}})
+	return true
+}
+
+// codexTool is a tool a request offers; a namespace holds more.
+type codexTool struct {
+	Type  string      `json:"type"`
+	Name  string      `json:"name"`
+	Tools []codexTool `json:"tools"`
+}
+
+// codexCall is the tool call that runs codexProofCmd with a tool the
+// request offers: a shell function where there is one, else the code-mode
+// "exec" tool, whose JavaScript calls exec_command.
+func codexCall(tools []codexTool) map[string]any {
+	names := map[string]string{}
+	var walk func([]codexTool)
+	walk = func(ts []codexTool) {
+		for _, tool := range ts {
+			names[tool.Name] = tool.Type
+			walk(tool.Tools)
+		}
+	}
+	walk(tools)
+	call := func(name string, args any) map[string]any {
+		a, _ := json.Marshal(args)
+		return map[string]any{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": string(a)}
+	}
+	switch {
+	case names["exec_command"] == "function":
+		return call("exec_command", map[string]any{"cmd": codexProofCmd})
+	case names["shell_command"] == "function":
+		return call("shell_command", map[string]any{"command": codexProofCmd})
+	case names["exec"] == "custom":
+		js := fmt.Sprintf("const r = await tools.exec_command({cmd: %q});\ntext(JSON.stringify(r));\n", codexProofCmd)
+		return map[string]any{"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_1", "name": "exec", "input": js}
+	}
+	return call("shell", map[string]any{"command": []string{"bash", "-lc", codexProofCmd}})
+}
+
+// toolOutputs are the outputs of the tool calls Codex reported back.
+func (m *codexMock) toolOutputs() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.outputs, "\n")
+}
+
+func sse(w http.ResponseWriter, event string, data any) {
+	b, _ := json.Marshal(data)
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// codexSetup installs the real Codex CLI, starts the mock, maps the OpenAI
+// API host to it and trusts its CA on jail's host side; it returns the
+// codex command and the agents' install directory.
+func codexSetup(t *testing.T, s *Sandbox) (*codexMock, string, string) {
+	t.Helper()
+	cache := installedAgents(t)
+	var codex string
+	for _, a := range agents {
+		if a.Name == "codex" {
+			codex = agentBin(cache, a)
+		}
+	}
+	mock := newCodexMock(t)
+	trustCA(t, s, openaiPKI.get(t), "openai-bundle.pem")
+	writeJailJSON(t, s, map[string]any{"network": map[string]any{"hosts": map[string]string{openaiHost: mock.Addr()}}})
+	s.Env = append(s.Env, "CODEX_API_KEY=sk-proj-agentsandbox0123456789abcdefABCDEF")
+	return mock, codex, cache
+}
+
+// TestAgentSandboxCodex: jail -- codex exec runs the shell command the
+// model asks for, and proof.txt appears in the project; jail plan and
+// jail check say that Codex relies on the jail.
+func TestAgentSandboxCodex(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		mock, codex, cache := codexSetup(t, s)
+		args := []string{"--allow-read", cache, "--", codex, "exec", "--skip-git-repo-check", "write the proof"}
+
+		plan := runAgent(t, s, append([]string{"plan"}, args...)...)
+		if plan.Code != 0 || !strings.Contains(plan.Stdout, "agent sandbox: codex relies on the jail (sandbox_mode=danger-full-access)\n") {
+			t.Fatalf("jail plan -- codex: want the agent sandbox line:\n%s", plan)
+		}
+		if !strings.Contains(plan.Stdout, `-c 'sandbox_mode="danger-full-access"' exec`) {
+			t.Errorf("jail plan -- codex: the command line does not carry the override:\n%s", plan.Stdout)
+		}
+		check := s.Jail("check")
+		if !strings.Contains(check.Stdout, "codex sandbox     codex relies on the jail") {
+			t.Errorf("jail check: no row for the codex profile:\n%s", check)
+		}
+
+		r := runAgent(t, s, args...)
+		proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
+		if r.Code != 0 || err != nil || string(proof) != "ok\n" {
+			t.Fatalf("jail -- codex exec: want exit 0 and proof.txt holding \"ok\" in the project (read: %q, %v):\n%s\ntool outputs:\n%s\nthe mock saw:\n%s",
+				proof, err, r, mock.toolOutputs(), mock.dump())
+		}
+		out := mock.toolOutputs()
+		t.Logf("tool output: %s", out)
+		if strings.Contains(out, "namespace") {
+			t.Errorf("the tool output mentions namespaces: Codex still tried its own sandbox:\n%s", out)
+		}
+	})
+}
+
+// TestAgentSandboxCodexControl: the same run with a user codex profile that
+// lacks agentSandbox shows the failure the key prevents: Codex's
+// bubblewrap cannot make namespaces, no proof.txt, and codex exec still
+// exits 0. jail check names the profile and the fix.
+func TestAgentSandboxCodexControl(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		mock, codex, cache := codexSetup(t, s)
+		profile := filepath.Join(s.Home, ".config/jail/profiles/codex.json")
+		s.WriteFile(profile, `{"filesystem": {"allowWrite": ["~/.codex"]}, "network": {"allow": ["api.openai.com"]},
+ "secrets": {"env": {"CODEX_API_KEY": ["api.openai.com"]}}}`, 0o644)
+
+		check := s.Jail("check")
+		if !strings.Contains(check.Stdout, profile+` does not turn codex's own sandbox off, which cannot start inside the jail; fix: add "agentSandbox": "codex" to it`) {
+			t.Errorf("jail check: no fix for the codex profile without agentSandbox:\n%s", check)
+		}
+		r := runAgent(t, s, "--allow-read", cache, "--", codex, "exec", "--skip-git-repo-check", "write the proof")
+		out := mock.toolOutputs()
+		hostAbsent(t, filepath.Join(s.Project, "proof.txt"))
+		if !strings.Contains(out, "namespace") {
+			t.Errorf("control: without agentSandbox Codex's own sandbox should fail on namespaces; tool outputs:\n%s\nrun:\n%s", out, r)
+		}
+		t.Logf("without agentSandbox: codex exec exits %d; tool output %q", r.Code, out)
+	})
+}
+
+// TestAgentSandboxCodexRefused: a command line that asks for Codex's own
+// sandbox is refused before anything runs, with the flag to drop, and the
+// mock is never asked; a prompt after "--" that merely names the flag is
+// not mistaken for it.
+func TestAgentSandboxCodexRefused(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		mock, codex, cache := codexSetup(t, s)
+		for _, flags := range [][]string{
+			{"exec", "--sandbox", "workspace-write"},
+			{"exec", "--full-auto"},
+			{"-c", `sandbox_mode="read-only"`, "exec"},
+		} {
+			args := append(append([]string{"--allow-read", cache, "--", codex}, flags...), "--skip-git-repo-check", "write the proof")
+			r := s.Jail(args...)
+			lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+			if r.Code != 125 || len(lines) != 1 || !strings.HasPrefix(lines[0], "jail: codex ") || !strings.Contains(lines[0], "cannot start inside the jail") || !strings.Contains(lines[0], "; drop ") {
+				t.Errorf("jail -- codex %s: want exit 125 and one line with the fix:\n%s", strings.Join(flags, " "), r)
+			}
+		}
+		hostAbsent(t, filepath.Join(s.Project, "proof.txt"))
+		if n := len(mock.Requests()); n != 0 {
+			t.Errorf("a refused codex reached the mock %d times:\n%s", n, mock.dump())
+		}
+		plan := s.Jail("plan", "--", codex, "exec", "--", "--full-auto")
+		if plan.Code != 0 || !strings.Contains(plan.Stdout, "agent sandbox: codex relies on the jail") {
+			t.Errorf("a prompt after -- naming --full-auto is refused:\n%s", plan)
+		}
+	})
+}
+
+// TestAgentSandboxGemini: GEMINI_SANDBOX=false reaches every command of a
+// gemini jail, over a host GEMINI_SANDBOX=docker and over a project
+// jail.json that sets it back, so Gemini CLI never tries a container it
+// cannot start; jail plan says so.
+func TestAgentSandboxGemini(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		writeJailJSON(t, s, map[string]any{"env": map[string]any{"set": map[string]string{"GEMINI_SANDBOX": "docker"}}})
+		s.Env = append(s.Env, "GEMINI_SANDBOX=docker")
+		r := s.Jail("--profile", "gemini", "--", "sh", "-c", `echo "GS=$GEMINI_SANDBOX"`)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "GS=false\n") {
+			t.Errorf("GEMINI_SANDBOX inside a gemini jail: want false:\n%s", r)
+		}
+		plan := s.Jail("plan", "--profile", "gemini", "--", "sh")
+		if !strings.Contains(plan.Stdout, "agent sandbox: gemini relies on the jail (GEMINI_SANDBOX=false)\n") {
+			t.Errorf("jail plan --profile gemini: no agent sandbox line:\n%s", plan)
+		}
+		if r := s.Jail("--", "sh", "-c", `echo "GS=$GEMINI_SANDBOX"`); !strings.Contains(r.Stdout, "GS=docker\n") {
+			t.Errorf("control: without the gemini profile the project's GEMINI_SANDBOX should apply:\n%s", r)
+		}
+	})
+}
+
+// TestAgentSandboxProjectNeedsTrust: a cloned repository's jail.json that
+// sets agentSandbox (turning an agent's own confinement off) is not
+// applied without the user's trust.
+func TestAgentSandboxProjectNeedsTrust(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.NoAutoTrust = true
+		writeJailJSON(t, s, map[string]any{"agentSandbox": "gemini"})
+		r := s.Jail("--", "sh", "-c", `echo "GS=$GEMINI_SANDBOX" > gs.txt`)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "agentSandbox") {
+			t.Errorf("an untrusted jail.json with agentSandbox: want a refusal naming it:\n%s", r)
+		}
+		hostAbsent(t, filepath.Join(s.Project, "gs.txt"))
+	})
+}
