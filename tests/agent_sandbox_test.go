@@ -25,8 +25,10 @@ const openaiHost = "api.openai.com"
 var openaiPKI = &lazyPKI{what: "OpenAI mock PKI", caName: "jail agent sandbox tests CA", names: []string{openaiHost}}
 
 // codexProofCmd is the shell command the mock asks Codex to run, in the
-// project (Codex's working directory).
-const codexProofCmd = "echo ok > proof.txt"
+// project (Codex's working directory); it also writes in the home, which
+// must not reach the host's: with Codex's own sandbox off, the jail alone
+// keeps it (the home inside is a throwaway tmpfs).
+const codexProofCmd = "echo ok > proof.txt; echo escaped > ~/escaped.txt"
 
 // codexMock is a Responses API that answers the first turn with a shell
 // tool call (codexProofCmd) and the turn carrying its output with a
@@ -190,6 +192,7 @@ func TestAgentSandboxCodex(t *testing.T) {
 			t.Fatalf("jail -- codex exec: want exit 0 and proof.txt holding \"ok\" in the project (read: %q, %v):\n%s\ntool outputs:\n%s\nthe mock saw:\n%s",
 				proof, err, r, mock.toolOutputs(), mock.dump())
 		}
+		hostAbsent(t, filepath.Join(s.Home, "escaped.txt"))
 		out := mock.toolOutputs()
 		t.Logf("tool output: %s", out)
 		if strings.Contains(out, "namespace") {
