@@ -26,7 +26,7 @@ var agentSandboxes = map[string]agentSandboxer{
 const (
 	codexSummary  = "codex relies on the jail (sandbox_mode=danger-full-access)"
 	geminiSummary = "gemini relies on the jail (GEMINI_SANDBOX=false)"
-	claudeSummary = "claude relies on the jail (a sandbox.enabled setting cannot start inside: Claude Code warns, or exits when sandbox.failIfUnavailable is set)"
+	claudeSummary = "claude relies on the jail (--settings sandbox.enabled=false)"
 )
 
 // agentSandboxer is one agent's handling: a summary for jail check, and
@@ -172,12 +172,31 @@ func planGeminiSandbox(argv []string, vars map[string]string) ([]string, string,
 	return argv, geminiSummary, nil
 }
 
-// planClaudeSandbox changes nothing: Claude Code's sandbox is off unless a
-// settings file turns it on, and then Claude Code itself says that it
-// cannot start (a warning, or an exit with sandbox.failIfUnavailable)
-// rather than failing silently.
+// claudeSandboxOff is the --settings value that turns Claude Code's sandbox
+// off: command-line settings sit above the user's, the project's and the
+// local settings files (only managed settings are above them).
+const claudeSandboxOff = `{"sandbox":{"enabled":false}}`
+
+// planClaudeSandbox passes --settings with sandbox.enabled false right
+// after the claude program. Claude Code checks only that bwrap and socat
+// are installed, so a sandbox.enabled setting would otherwise send every
+// Bash command into a bubblewrap that cannot start. A --settings of the
+// user's own would replace jail's: it is left alone, and the plan says so.
 func planClaudeSandbox(argv []string, _ map[string]string) ([]string, string, error) {
-	return argv, claudeSummary, nil
+	i := agentIndex(argv, "claude", "@anthropic-ai/claude-code")
+	if i < 0 {
+		return argv, "claude: not run as the command itself; a claude started inside with sandbox.enabled set runs its Bash commands into a sandbox that cannot start in the jail (run jail -- claude ...)", nil
+	}
+	for _, a := range argv[i+1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--settings" || strings.HasPrefix(a, "--settings=") {
+			return argv, "claude: --settings on the command line replaces the one jail passes; keep sandbox.enabled false in it: Claude Code's sandbox cannot start in the jail", nil
+		}
+	}
+	out := append(append(append([]string{}, argv[:i+1]...), "--settings", claudeSandboxOff), argv[i+1:]...)
+	return out, claudeSummary, nil
 }
 
 // sortedAgentSandbox is the union of the layers' agentSandbox names.

@@ -44,17 +44,38 @@ func TestPlanCodexSandbox(t *testing.T) {
 	}
 }
 
+// TestPlanClaudeSandbox: --settings turning the sandbox off goes right
+// after the claude program; a --settings of the user's is left alone and
+// the line says what to keep in it.
+func TestPlanClaudeSandbox(t *testing.T) {
+	got, line, err := planClaudeSandbox([]string{"/opt/bin/claude", "-p", "hi"}, nil)
+	if err != nil || !slices.Equal(got, []string{"/opt/bin/claude", "--settings", claudeSandboxOff, "-p", "hi"}) || line != claudeSummary {
+		t.Errorf("claude -p hi: %q %q %v", got, line, err)
+	}
+	got, _, _ = planClaudeSandbox([]string{"npx", "@anthropic-ai/claude-code", "-p", "hi"}, nil)
+	if !slices.Equal(got, []string{"npx", "@anthropic-ai/claude-code", "--settings", claudeSandboxOff, "-p", "hi"}) {
+		t.Errorf("npx claude: %q", got)
+	}
+	for _, argv := range [][]string{{"claude", "--settings", "s.json", "-p", "x"}, {"claude", "--settings={}"}} {
+		got, line, _ = planClaudeSandbox(argv, nil)
+		if !slices.Equal(got, argv) || !strings.Contains(line, "keep sandbox.enabled false") {
+			t.Errorf("%q: %q %q", argv, got, line)
+		}
+	}
+}
+
 // TestPlanAgentSandbox: every agent of the policy gets its line; Gemini's
 // variable is among jail's own, which env.set cannot undo, even with no
 // network (no jail variables before).
 func TestPlanAgentSandbox(t *testing.T) {
 	p := &Plan{Argv: []string{"gemini", "-p", "hi"}}
+	claudeLine := "claude: not run as the command itself; a claude started inside with sandbox.enabled set runs its Bash commands into a sandbox that cannot start in the jail (run jail -- claude ...)"
 	pol := &Policy{AgentSandbox: []string{"claude", "gemini"}}
 	vars, err := planAgentSandbox(p, pol, nil)
 	if err != nil || vars["GEMINI_SANDBOX"] != "false" {
 		t.Fatalf("vars %v, err %v", vars, err)
 	}
-	if len(p.AgentSandbox) != 2 || p.AgentSandbox[0] != claudeSummary || p.AgentSandbox[1] != geminiSummary {
+	if len(p.AgentSandbox) != 2 || p.AgentSandbox[0] != claudeLine || p.AgentSandbox[1] != geminiSummary {
 		t.Errorf("lines %q", p.AgentSandbox)
 	}
 	if !slices.Equal(p.Argv, []string{"gemini", "-p", "hi"}) {
