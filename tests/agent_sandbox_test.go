@@ -300,3 +300,105 @@ func TestAgentSandboxProjectNeedsTrust(t *testing.T) {
 		hostAbsent(t, filepath.Join(s.Project, "gs.txt"))
 	})
 }
+
+// claudeSandboxMock is a Messages API that answers a request offering the
+// Bash tool with a Bash call running codexProofCmd, and any other request
+// (the turn carrying the call's result, side requests) with text. The
+// results Claude Code sent back are kept.
+func claudeSandboxMock(results *reqLog[string]) func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	return func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if r.URL.Path != "/v1/messages" {
+			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"mock"}}`, http.StatusNotFound)
+			return true
+		}
+		var req struct {
+			Model    string                  `json:"model"`
+			Tools    []struct{ Name string } `json:"tools"`
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		json.Unmarshal(body, &req)
+		bash := false
+		for _, tool := range req.Tools {
+			bash = bash || tool.Name == "Bash"
+		}
+		for _, m := range req.Messages {
+			var blocks []struct {
+				Type    string          `json:"type"`
+				Content json.RawMessage `json:"content"`
+			}
+			if json.Unmarshal(m.Content, &blocks) == nil {
+				for _, b := range blocks {
+					if b.Type == "tool_result" {
+						results.add(string(b.Content))
+						bash = false
+					}
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
+			"id": "msg_" + uniq(), "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+			"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 12, "output_tokens": 1},
+		}})
+		stop := "end_turn"
+		if bash {
+			stop = "tool_use"
+			in, _ := json.Marshal(map[string]string{"command": codexProofCmd, "description": "write the proof"})
+			sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": "toolu_" + uniq(), "name": "Bash", "input": map[string]any{}}})
+			sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "input_json_delta", "partial_json": string(in)}})
+		} else {
+			sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
+			sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": "proof written"}})
+		}
+		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+		sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 5}})
+		sse(w, "message_stop", map[string]string{"type": "message_stop"})
+		return true
+	}
+}
+
+// TestAgentSandboxClaude: with sandbox.enabled in the user's Claude Code
+// settings, jail -- claude -p still runs the Bash command the model asks
+// for (proof.txt in the project, nothing in the host's home), because jail
+// passes --settings turning the sandbox off; jail plan says so. The same
+// run under a user claude profile without agentSandbox is the control: its
+// Bash command dies in Claude Code's bubblewrap.
+func TestAgentSandboxClaude(t *testing.T) {
+	t.Parallel()
+	argv, cache := claudeCode(t)
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		var results reqLog[string]
+		mock := newEchoServer(t, claudeSandboxMock(&results))
+		trustCA(t, s, secretsPKI.get(t), "claude-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{"hosts": map[string]string{anthropicHost: mock.Addr()}}})
+		s.WriteFile(filepath.Join(s.Home, ".claude/settings.json"), `{"sandbox": {"enabled": true}}`+"\n", 0o644)
+		s.Env = append(s.Env, "ANTHROPIC_API_KEY=sk-ant-api03-agentsandbox0123456789abcdef", "CLAUDE_CODE_MAX_RETRIES=1")
+		args := append(append([]string{"--allow-read", cache, "--"}, argv...), "-p", "write the proof", "--allowedTools", "Bash")
+
+		plan := s.Jail(append([]string{"plan"}, args...)...)
+		if !strings.Contains(plan.Stdout, "agent sandbox: claude relies on the jail (--settings sandbox.enabled=false)\n") {
+			t.Fatalf("jail plan -- claude: no agent sandbox line:\n%s", plan)
+		}
+		r := runAgent(t, s, args...)
+		proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
+		hostAbsent(t, filepath.Join(s.Home, "escaped.txt"))
+		if r.Code != 0 || err != nil || string(proof) != "ok\n" {
+			t.Fatalf("jail -- claude -p: want exit 0 and proof.txt holding \"ok\" (read %q, %v):\n%s\ntool results: %q\nthe mock saw:\n%s", proof, err, r, results.Requests(), mock.dump())
+		}
+
+		os.Remove(filepath.Join(s.Project, "proof.txt"))
+		s.WriteFile(filepath.Join(s.Home, ".config/jail/profiles/claude.json"), `{"filesystem": {"allowWrite": ["~/.claude", "~/.claude.json"]},
+ "network": {"allow": ["api.anthropic.com"]}, "secrets": {"env": {"ANTHROPIC_API_KEY": ["api.anthropic.com"]}}}`, 0o644)
+		before := len(results.Requests())
+		r = runAgent(t, s, args...)
+		hostAbsent(t, filepath.Join(s.Project, "proof.txt"))
+		got := strings.Join(results.Requests()[before:], "\n")
+		if !strings.Contains(got, "namespace") {
+			t.Errorf("control: without agentSandbox Claude Code's sandbox should fail on namespaces; tool results:\n%s\nrun:\n%s", got, r)
+		}
+		t.Logf("without agentSandbox: claude -p exits %d; tool result %q", r.Code, got)
+	})
+}
