@@ -164,10 +164,21 @@ func codexSandboxOverride(kv string) bool {
 	return strings.Trim(strings.TrimSpace(v), `"'`) != "danger-full-access"
 }
 
-// planGeminiSandbox sets GEMINI_SANDBOX=false: Gemini CLI reads it before
-// its --sandbox flag and its settings' tools.sandbox, so no container or
-// sandbox-exec is attempted.
+// planGeminiSandbox sets GEMINI_SANDBOX=false, which Gemini CLI reads over
+// its settings' tools.sandbox, so no container or sandbox-exec is
+// attempted. Its --sandbox flag would set the variable back to true: a
+// command line with it is refused.
 func planGeminiSandbox(argv []string, vars map[string]string) ([]string, string, error) {
+	if i := agentIndex(argv, "gemini", "@google/gemini-cli"); i >= 0 {
+		for _, a := range argv[i+1:] {
+			if a == "--" {
+				break
+			}
+			if a == "-s" || a == "--sandbox" || strings.HasPrefix(a, "--sandbox=") && a != "--sandbox=false" {
+				return nil, "", fmt.Errorf("gemini %s asks for Gemini CLI's own sandbox, which cannot start inside the jail (no new namespaces or containers there); drop %s: the jail is the sandbox", a, a)
+			}
+		}
+	}
 	vars["GEMINI_SANDBOX"] = "false"
 	return argv, geminiSummary, nil
 }

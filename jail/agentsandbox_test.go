@@ -64,6 +64,21 @@ func TestPlanClaudeSandbox(t *testing.T) {
 	}
 }
 
+// TestPlanGeminiSandbox: Gemini's --sandbox flag, which would set the
+// variable back, is refused with the fix; its prompt after -- is not.
+func TestPlanGeminiSandbox(t *testing.T) {
+	for _, argv := range [][]string{{"gemini", "-s", "-p", "x"}, {"gemini", "--sandbox"}, {"npx", "@google/gemini-cli", "--sandbox=docker"}} {
+		_, _, err := planGeminiSandbox(argv, map[string]string{})
+		if err == nil || !strings.Contains(err.Error(), "cannot start inside the jail") || !strings.Contains(err.Error(), "; drop ") {
+			t.Errorf("%q: %v, want a refusal with the fix", argv, err)
+		}
+	}
+	vars := map[string]string{}
+	if _, _, err := planGeminiSandbox([]string{"gemini", "-p", "x", "--", "-s"}, vars); err != nil || vars["GEMINI_SANDBOX"] != "false" {
+		t.Errorf("gemini -p x -- -s: %v %v", err, vars)
+	}
+}
+
 // TestPlanAgentSandbox: every agent of the policy gets its line; Gemini's
 // variable is among jail's own, which env.set cannot undo, even with no
 // network (no jail variables before).

@@ -284,6 +284,42 @@ func TestAgentSandboxGemini(t *testing.T) {
 	})
 }
 
+// TestAgentSandboxGeminiCLI: the real Gemini CLI with tools.sandbox in the
+// user's settings gets past its sandbox in the jail (it stops later, at
+// the untrusted folder, before any request), where under a user gemini
+// profile without agentSandbox it dies trying its container; --sandbox on
+// the command line is refused with the fix.
+func TestAgentSandboxGeminiCLI(t *testing.T) {
+	t.Parallel()
+	cache := installedAgents(t)
+	var gemini string
+	for _, a := range agents {
+		if a.Name == "gemini" {
+			gemini = agentBin(cache, a)
+		}
+	}
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.WriteFile(filepath.Join(s.Home, ".gemini/settings.json"), `{"tools": {"sandbox": true}}`+"\n", 0o644)
+		s.Env = append(s.Env, "GEMINI_API_KEY=AIzaSyAgentSandbox0123456789abcdefghijk")
+		args := []string{"--allow-read", cache, "--", gemini, "-p", "hi"}
+		r := runAgent(t, s, args...)
+		if out := r.Stdout + r.Stderr; strings.Contains(out, "FatalSandboxError") || !strings.Contains(out, "trusted directory") {
+			t.Errorf("jail -- gemini -p with tools.sandbox: want it past the sandbox, stopped at the folder trust:\n%s", r)
+		}
+		r = s.Jail("--allow-read", cache, "--", gemini, "--sandbox", "-p", "hi")
+		if lines := strings.Split(strings.TrimSpace(r.Stderr), "\n"); r.Code != 125 || len(lines) != 1 || !strings.Contains(lines[0], "jail: gemini --sandbox asks for Gemini CLI's own sandbox") {
+			t.Errorf("jail -- gemini --sandbox: want exit 125 and one line with the fix:\n%s", r)
+		}
+
+		s.WriteFile(filepath.Join(s.Home, ".config/jail/profiles/gemini.json"), `{"filesystem": {"allowWrite": ["~/.gemini"]}}`, 0o644)
+		r = runAgent(t, s, args...)
+		if !strings.Contains(r.Stdout+r.Stderr, "FatalSandboxError") {
+			t.Errorf("control: without agentSandbox Gemini CLI should fail on its sandbox:\n%s", r)
+		}
+	})
+}
+
 // TestAgentSandboxProjectNeedsTrust: a cloned repository's jail.json that
 // sets agentSandbox (turning an agent's own confinement off) is not
 // applied without the user's trust.
