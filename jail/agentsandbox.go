@@ -10,8 +10,8 @@ import (
 // An agent's own sandbox (bubblewrap, Landlock or a container) needs new
 // namespaces, which the jail forbids so that nothing inside can build a
 // view of the system the jail did not plan. Left on, it fails inside: Codex
-// runs every shell command into "No permissions to create new namespace"
-// and still exits 0. An agent profile's agentSandbox key names the agent
+// and Claude Code run every shell command into "No permissions to create
+// new namespace" and still exit 0. An agent profile's agentSandbox key names the agent
 // whose sandbox jail turns off through the agent's own configuration, so
 // that the agent relies on the jail, and says so in jail plan and check.
 
