@@ -438,3 +438,24 @@ func TestAgentSandboxClaude(t *testing.T) {
 		t.Logf("without agentSandbox: claude -p exits %d; tool result %q", r.Code, got)
 	})
 }
+
+// TestAgentSandboxCodexConfigs: the override beats a sandbox_mode in the
+// user's ~/.codex/config.toml and in the --profile file the command names,
+// as well as a project .codex/config.toml: Codex still runs the command
+// without its own sandbox, and proof.txt appears.
+func TestAgentSandboxCodexConfigs(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		mock, codex, cache := codexSetup(t, s)
+		s.WriteFile(filepath.Join(s.Home, ".codex/config.toml"), "sandbox_mode = \"workspace-write\"\n", 0o644)
+		s.WriteFile(filepath.Join(s.Home, ".codex/tight.config.toml"), "sandbox_mode = \"read-only\"\n", 0o644)
+		s.WriteFile(filepath.Join(s.Project, ".codex/config.toml"), "sandbox_mode = \"read-only\"\n", 0o644)
+		r := runAgent(t, s, "--allow-read", cache, "--", codex, "--profile", "tight", "exec", "--skip-git-repo-check", "write the proof")
+		proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
+		if r.Code != 0 || err != nil || string(proof) != "ok\n" || !strings.Contains(r.Stderr, "sandbox: danger-full-access") {
+			t.Errorf("codex --profile tight exec with sandbox_mode in its config files: want full access and proof.txt (read %q, %v):\n%s\ntool outputs:\n%s",
+				proof, err, r, mock.toolOutputs())
+		}
+	})
+}
