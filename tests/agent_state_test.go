@@ -195,3 +195,34 @@ func TestAgentStateCopyReplaced(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentStateOtherAgents: the other agents keep their state in
+// directories their profiles make writable whole (Codex ~/.codex, Gemini
+// CLI ~/.gemini, OpenCode ~/.local/share/opencode and
+// ~/.local/state/opencode), where a temporary file renamed over a state
+// file stays on one mount: in a fresh home, the state a run writes that
+// way is on the host afterwards.
+func TestAgentStateOtherAgents(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		for profile, rels := range map[string][]string{
+			"codex":    {".codex/history.jsonl", ".codex/sessions/rollout.jsonl"},
+			"gemini":   {".gemini/installation_id", ".gemini/tmp/p/chats/session.json"},
+			"opencode": {".local/share/opencode/storage/session.json", ".local/state/opencode/model.json"},
+		} {
+			var script []string
+			for _, rel := range rels {
+				p := filepath.Join(s.Home, rel)
+				script = append(script, "mkdir -p "+filepath.Dir(p)+" && echo "+profile+" > "+p+".tmp && mv "+p+".tmp "+p)
+			}
+			r := s.Jail("--profile", profile, "--", "sh", "-c", strings.Join(script, " && "))
+			if r.Code != 0 {
+				t.Fatalf("%s: writing its state by rename: %s", profile, r)
+			}
+			for _, rel := range rels {
+				if b, err := os.ReadFile(filepath.Join(s.Home, rel)); err != nil || string(b) != profile+"\n" {
+					t.Errorf("%s: ~/%s on the host after the run: %q (%v), want the run's", profile, rel, b, err)
+				}
+			}
+		}
+	})
+}
