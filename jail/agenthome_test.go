@@ -380,6 +380,9 @@ func TestPlanAgentFiles(t *testing.T) {
 			if a.Path != claudeJSON || a.Host != tt.host || a.Missing != (tt.extra[claudeJSON] == PathInfo{}) {
 				t.Errorf("agent file %+v; want it seen at %s, merged into %s", a, claudeJSON, tt.host)
 			}
+			if a.Missing && strings.Contains(p.String(), "does not exist") {
+				t.Errorf("the plan says the missing file is skipped, yet shows it:\n%s", p)
+			}
 			if tt.mode == "copy" {
 				checkCopyBound(t, p, a, session)
 			} else {

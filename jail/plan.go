@@ -947,6 +947,9 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	for _, a := range p.AgentFiles {
 		if a.Dir != "" {
 			p.Ops = dropBind(p.Ops, a.Path) // the symlink takes the file's place
+			if a.Missing {
+				p.Notes = slices.DeleteFunc(p.Notes, func(n string) bool { return n == "allowWrite "+a.Path+" does not exist; skipped" })
+			}
 			p.Landlock = append(p.Landlock, LandlockRule{Path: a.Inside, Access: "write"})
 		}
 	}
