@@ -100,14 +100,24 @@ var claudeProtected = []string{
 // agentFiles are the files shown inside as a session copy whenever the
 // plan makes them visible and writable, whichever layer does.
 //
-// Before the command starts, jail copies the host file into the session
-// directory and binds the copy read-write where the file is; the jail
-// reads and writes only the copy. Claude Code rewrites ~/.claude.json by
-// renaming a temporary file over it; on a bind mount the rename fails
-// with EBUSY and Claude Code writes the file in place instead, so the
-// copy needs no other arrangement.
+// Claude Code rewrites ~/.claude.json by writing a temporary file beside
+// it (beside the symlink's target when it is a symlink) and renaming it
+// over. Where the file sits on its own in the throwaway home (a bind of
+// that file alone, or missing there), the jail gets a private session
+// directory, bound read-write at /run/jail/agent-N, holding the copy, and
+// the home holds a symlink to it: the rename happens inside that
+// directory and its result is what jail merges back, whatever path the
+// agent wrote it through. A missing host file stays missing inside (the
+// agent starts as on a first run) and is created by the merge. A program
+// that renames its own file over the symlink writes into the throwaway
+// home: it runs, and its file goes with the home. Elsewhere (the file
+// inside a visible tree, such as a writable home) the copy is bound over
+// the file; a rename over it fails with EBUSY and Claude Code writes the
+// file in place instead.
 //
-// After the command exits, jail merges the copy into the host file three
+// Before the command starts, jail copies the host file into the session
+// directory; the jail reads and writes only the copy. After the command
+// exits, jail merges the copy into the host file three
 // ways: the keys the run changed since the copy was taken (at the top
 // level, and one by one inside each object Split names, such as each
 // project's under "projects") are applied to the host file's current
@@ -117,7 +127,8 @@ var claudeProtected = []string{
 // run removes it or writes a value of another type in its place. The
 // merge runs under Claude Code's own lock and replaces the host file
 // atomically, with its mode, only if it changes. A copy that is not valid
-// JSON, or nests deeper than maxJSONDepth, is not merged (one warning); a
+// JSON, nests deeper than maxJSONDepth, or is no longer a regular file
+// (a symlink, a FIFO) is not merged (one warning); a
 // jail killed before the merge leaves the host file as it was, and the
 // copy is dropped.
 var agentFiles = []agentFile{
@@ -130,24 +141,56 @@ type AgentFile struct {
 	Path string // where the jail sees the file
 	Host string // the host file merged into (symlinks resolved)
 	Copy string // host path of the session copy
-	Rule agentFile
+	// Dir, when set, is the private session directory holding Copy, bound
+	// read-write inside at Inside; Path is then a symlink to the copy
+	// there, so that a rename beside it works.
+	Dir    string
+	Inside string
+	// Missing is a host file that did not exist when the jail started:
+	// nothing is copied in, and the merge creates it.
+	Missing bool
+	Rule    agentFile
 }
 
+// agentSpot is where the jail sees an agent file (Dest), the host file
+// behind it (Host), whether the file lies alone in the throwaway home
+// (bound by itself or missing there, so a symlink may take its place),
+// and whether it is missing on the host.
+type agentSpot struct {
+	Dest, Host     string
+	Alone, Missing bool
+}
+
+// agentStateDir is where the jail sees the private directory of agent
+// file n.
+func agentStateDir(n int) string { return fmt.Sprintf("/run/jail/agent-%d", n) }
+
 // planAgentFiles returns the agent files of a plan and the binds that show
-// their copies. where tells, for a host path, where the jail sees it, the
-// host file behind it, and whether the jail may write it there (visible,
-// writable, neither read-only nor masked, not thrown away).
-func planAgentFiles(home, sessionDir string, where func(string) (dest, host string, ok bool)) ([]AgentFile, []Op) {
+// their copies. where tells, for a host path, where the jail sees it and
+// whether the jail may write it there (visible or missing in the throwaway
+// home, writable, neither read-only nor masked, not thrown away).
+func planAgentFiles(home, sessionDir string, where func(string) (agentSpot, bool)) ([]AgentFile, []Op) {
 	var files []AgentFile
 	var ops []Op
 	for _, rule := range agentFiles {
-		dest, host, ok := where(filepath.Join(home, rule.Rel))
+		spot, ok := where(filepath.Join(home, rule.Rel))
 		if !ok {
 			continue
 		}
-		cp := filepath.Join(sessionDir, fmt.Sprintf("agent-%d%s", len(files), filepath.Ext(rule.Rel)))
-		files = append(files, AgentFile{Path: dest, Host: host, Copy: cp, Rule: rule})
-		ops = append(ops, Op{Kind: "bind", Src: cp, Dest: dest, Why: "session copy: merged back after exit, command keys kept from the host"})
+		n := len(files)
+		a := AgentFile{Path: spot.Dest, Host: spot.Host, Missing: spot.Missing, Rule: rule}
+		if spot.Alone {
+			a.Dir = filepath.Join(sessionDir, fmt.Sprintf("agent-%d", n))
+			a.Inside = agentStateDir(n)
+			a.Copy = filepath.Join(a.Dir, filepath.Base(rule.Rel))
+			ops = append(ops,
+				Op{Kind: "bind", Src: a.Dir, Dest: a.Inside, Why: "agent state: private, merged back after exit, command keys kept from the host"},
+				Op{Kind: "symlink", Src: filepath.Join(a.Inside, filepath.Base(rule.Rel)), Dest: a.Path, Why: "agent state: rewritten by rename in its private directory"})
+		} else {
+			a.Copy = filepath.Join(sessionDir, fmt.Sprintf("agent-%d%s", n, filepath.Ext(rule.Rel)))
+			ops = append(ops, Op{Kind: "bind", Src: a.Copy, Dest: a.Path, Why: "session copy: merged back after exit, command keys kept from the host"})
+		}
+		files = append(files, a)
 	}
 	return files, ops
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jailsh/jail/proxy"
+	"golang.org/x/sys/unix"
 )
 
 // maxAgentFile bounds the agent files jail copies and merges; Claude Code
@@ -40,11 +41,17 @@ func prepareAgentFiles(plan *Plan) (*agentSession, error) {
 }
 
 func copyAgentFile(a AgentFile) ([]byte, error) {
-	if err := ensurePrivateDir(filepath.Dir(filepath.Dir(a.Copy))); err != nil {
-		return nil, err
+	dirs := []string{filepath.Dir(filepath.Dir(a.Copy)), filepath.Dir(a.Copy)}
+	if a.Dir != "" {
+		dirs = []string{filepath.Dir(a.Dir), a.Dir}
 	}
-	if err := ensurePrivateDir(filepath.Dir(a.Copy)); err != nil {
-		return nil, err
+	for _, d := range dirs {
+		if err := ensurePrivateDir(d); err != nil {
+			return nil, err
+		}
+	}
+	if a.Missing {
+		return nil, nil // the agent starts without it, as on a first run
 	}
 	content, err := readBounded(a.Host, maxAgentFile)
 	if err != nil {
@@ -82,7 +89,11 @@ func mergeGuarded(a AgentFile, base []byte) (err error) {
 // remove deletes the session copies, merged or not.
 func (s *agentSession) remove() {
 	for _, a := range s.files {
-		os.Remove(a.Copy)
+		if a.Dir != "" {
+			os.RemoveAll(a.Dir) // whatever the jail left in it; RemoveAll follows no symlink
+		} else {
+			os.Remove(a.Copy)
+		}
 		os.Remove(filepath.Dir(a.Copy)) // when nothing else of the session is left there
 	}
 }
@@ -91,8 +102,10 @@ func (s *agentSession) remove() {
 // Code takes for the same file, and replaces the host file atomically, with
 // its mode, only when the merge changes it.
 func mergeAgentFile(a AgentFile, base []byte) error {
-	ours, err := readBounded(a.Copy, maxAgentFile)
-	if err != nil {
+	ours, err := readCopy(a)
+	if errors.Is(err, fs.ErrNotExist) && a.Dir != "" {
+		return nil // removed inside, or a file renamed over the symlink: nothing to merge
+	} else if err != nil {
 		return fmt.Errorf("reading the session copy: %w", err)
 	}
 	if bytes.Equal(ours, base) {
@@ -100,13 +113,7 @@ func mergeAgentFile(a AgentFile, base []byte) error {
 	}
 	unlock := lockAgentFile(a.Host)
 	defer unlock()
-	fi, err := os.Stat(a.Host)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: it was removed on the host meanwhile", ErrNotMerged)
-	} else if err != nil {
-		return err
-	}
-	theirs, err := readBounded(a.Host, maxAgentFile)
+	theirs, mode, err := readHostAgentFile(a)
 	if err != nil {
 		return err
 	}
@@ -114,7 +121,52 @@ func mergeAgentFile(a AgentFile, base []byte) error {
 	if err != nil || !changed {
 		return err
 	}
-	return proxy.WriteFileAtomic(a.Host, merged, fi.Mode().Perm())
+	return proxy.WriteFileAtomic(a.Host, merged, mode)
+}
+
+// readHostAgentFile is the host file's current content and mode; a file
+// missing when the jail started and still missing is an empty object,
+// created private.
+func readHostAgentFile(a AgentFile) ([]byte, fs.FileMode, error) {
+	fi, err := os.Stat(a.Host)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && a.Missing:
+		return []byte("{}\n"), 0o600, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, 0, fmt.Errorf("%w: it was removed on the host meanwhile", ErrNotMerged)
+	case err != nil:
+		return nil, 0, err
+	}
+	theirs, err := readBounded(a.Host, maxAgentFile)
+	return theirs, fi.Mode().Perm(), err
+}
+
+// readCopy reads the session copy. In a private directory the jail could
+// have put a symlink (to a host file it cannot read) or a FIFO (that never
+// ends) in its place: only a regular file is read, and no link followed.
+func readCopy(a AgentFile) ([]byte, error) {
+	if a.Dir == "" {
+		return readBounded(a.Copy, maxAgentFile)
+	}
+	fd, err := unix.Open(a.Copy, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ELOOP {
+			return nil, fmt.Errorf("%w: the jail left a symlink in its place", ErrNotMerged)
+		}
+		return nil, &fs.PathError{Op: "open", Path: a.Copy, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), a.Copy)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: the jail left a %s in its place", ErrNotMerged, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxAgentFile+1))
+	if err == nil && len(b) > maxAgentFile {
+		err = fmt.Errorf("%s is larger than %d bytes", a.Copy, maxAgentFile)
+	}
+	return b, err
 }
 
 // lockAgentFile takes the lock directory Claude Code (proper-lockfile)

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,5 +126,96 @@ func TestAgentMergeBackTooDeep(t *testing.T) {
 	s.remove()
 	if _, err := os.Stat(a.Copy); err == nil {
 		t.Errorf("the session copy is left behind")
+	}
+}
+
+// TestAgentMergeBackPrivateDir: in its private directory, a copy renamed
+// over is merged from where it ends; a host file missing at the start is
+// created, mode 0600, without the protected keys; a copy removed inside
+// merges nothing; a symlink or FIFO left in its place is not read; the
+// directory goes, whatever the jail left in it.
+func TestAgentMergeBackPrivateDir(t *testing.T) {
+	setup := func(t *testing.T, hostContent string) (*agentSession, AgentFile) {
+		dir := t.TempDir()
+		host := filepath.Join(dir, "home", ".claude.json")
+		os.MkdirAll(filepath.Dir(host), 0o700)
+		missing := hostContent == ""
+		if !missing {
+			os.WriteFile(host, []byte(hostContent), 0o600)
+		}
+		priv := filepath.Join(dir, "run", "s1", "agent-0")
+		a := AgentFile{Path: host, Host: host, Copy: filepath.Join(priv, ".claude.json"), Dir: priv, Inside: "/run/jail/agent-0", Missing: missing, Rule: agentFiles[0]}
+		os.Mkdir(filepath.Join(dir, "run"), 0o700)
+		s, err := prepareAgentFiles(&Plan{AgentFiles: []AgentFile{a}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(a.Copy); missing != os.IsNotExist(err) {
+			t.Fatalf("copy of a host file missing %v: %v", missing, err)
+		}
+		return s, a
+	}
+	renameIn := func(t *testing.T, a AgentFile, content string) {
+		tmp := a.Copy + ".tmp.1"
+		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, a.Copy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("missing host file: created without protected keys", func(t *testing.T) {
+		s, a := setup(t, "")
+		renameIn(t, a, `{"userID": "u1", "mcpServers": {"evil": {"command": "sh"}}}`)
+		var warn bytes.Buffer
+		s.mergeBack(&warn)
+		s.remove()
+		b, err := os.ReadFile(a.Host)
+		fi, _ := os.Stat(a.Host)
+		if err != nil || !strings.Contains(string(b), `"u1"`) || strings.Contains(string(b), "evil") || fi.Mode().Perm() != 0o600 || warn.Len() > 0 {
+			t.Errorf("host file %q (%v, mode %v), warnings %q; want userID only, mode 0600", b, err, fi.Mode(), warn.String())
+		}
+		if _, err := os.Stat(a.Dir); !os.IsNotExist(err) {
+			t.Errorf("the private directory is still there: %v", err)
+		}
+	})
+	t.Run("renamed over: merged from the final file", func(t *testing.T) {
+		s, a := setup(t, `{"numStartups": 1}`)
+		renameIn(t, a, `{"numStartups": 2, "hooks": {}}`)
+		s.mergeBack(io.Discard)
+		if b, _ := os.ReadFile(a.Host); !strings.Contains(string(b), `"numStartups": 2`) || strings.Contains(string(b), "hooks") {
+			t.Errorf("host file after the merge: %s", b)
+		}
+	})
+	t.Run("removed inside: nothing merged", func(t *testing.T) {
+		s, a := setup(t, `{"numStartups": 1}`)
+		os.Remove(a.Copy)
+		var warn bytes.Buffer
+		s.mergeBack(&warn)
+		if b, _ := os.ReadFile(a.Host); string(b) != `{"numStartups": 1}` || warn.Len() > 0 {
+			t.Errorf("host file %q, warnings %q; want it as it was, no warning", b, warn.String())
+		}
+	})
+	for name, replace := range map[string]func(a AgentFile, outside string) error{
+		"symlink": func(a AgentFile, outside string) error { os.Remove(a.Copy); return os.Symlink(outside, a.Copy) },
+		"fifo":    func(a AgentFile, _ string) error { os.Remove(a.Copy); return syscall.Mkfifo(a.Copy, 0o600) },
+	} {
+		t.Run(name+" in its place: not read", func(t *testing.T) {
+			s, a := setup(t, `{"numStartups": 1}`)
+			outside := filepath.Join(t.TempDir(), "outside.json")
+			os.WriteFile(outside, []byte(`{"numStartups": 1, "leaked": true}`), 0o600)
+			if err := replace(a, outside); err != nil {
+				t.Fatal(err)
+			}
+			var warn bytes.Buffer
+			s.mergeBack(&warn)
+			s.remove()
+			if b, _ := os.ReadFile(a.Host); string(b) != `{"numStartups": 1}` || !strings.Contains(warn.String(), "not updated") {
+				t.Errorf("host file %q, warnings %q; want it as it was, one warning", b, warn.String())
+			}
+			if _, err := os.Stat(outside); err != nil {
+				t.Errorf("removing the private directory followed the symlink: %v", err)
+			}
+		})
 	}
 }

@@ -329,36 +329,38 @@ func TestMergeAgentJSONFormat(t *testing.T) {
 }
 
 // TestPlanAgentFiles: ~/.claude.json, writable in the plan, is shown as a
-// session copy; read-only, masked, missing or thrown away, it is not.
+// session copy: on its own in the throwaway home (bound by itself, or
+// missing where allowWrite names it) as a symlink into a private
+// directory bound read-write, so that a rename beside it works; inside a
+// visible tree, as a copy bound over it. Read-only, masked, missing
+// elsewhere or thrown away, it is not.
 func TestPlanAgentFiles(t *testing.T) {
 	claudeJSON := "/home/u/.claude.json"
-	copyBind := func(p *Plan) (Op, bool) {
-		for _, op := range p.Ops {
-			if op.Dest == claudeJSON && op.Kind == "bind" && strings.HasPrefix(op.Src, "/run/user/1000/jail/s3ss10n/") {
-				return op, true
-			}
-		}
-		return Op{}, false
-	}
+	session := "/run/user/1000/jail/s3ss10n"
 	tests := []struct {
 		name  string
 		pol   Policy
 		extra map[string]PathInfo
-		want  bool
+		mode  string // "" (no session copy), "copy" (bound over the file), "dir" (private directory)
 		host  string
 	}{
-		{name: "allowWrite the file", pol: Policy{AllowWrite: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}, want: true, host: claudeJSON},
-		{name: "allowWrite the home", pol: Policy{AllowWrite: []string{"/home/u"}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}, want: true, host: claudeJSON},
+		{name: "allowWrite the file", pol: Policy{AllowWrite: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}, mode: "dir", host: claudeJSON},
+		{name: "allowWrite the home", pol: Policy{AllowWrite: []string{"/home/u"}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}, mode: "copy", host: claudeJSON},
 		{
 			name: "a symlink, allowWrite the file", pol: Policy{AllowWrite: []string{claudeJSON}},
 			extra: map[string]PathInfo{claudeJSON: {Exists: true, Link: "dots/claude.json", Resolved: "/home/u/dots/claude.json"}},
-			want:  true, host: "/home/u/dots/claude.json",
+			mode:  "dir", host: "/home/u/dots/claude.json",
 		},
+		{name: "missing, allowWrite the file", pol: Policy{AllowWrite: []string{claudeJSON}}, mode: "dir", host: claudeJSON},
+		{name: "missing, allowWrite the home", pol: Policy{AllowWrite: []string{"/home/u"}}},
 		{name: "read-only", pol: Policy{AllowRead: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
 		{name: "denyWrite", pol: Policy{AllowWrite: []string{claudeJSON}, DenyWrite: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
+		{name: "denyWrite, missing", pol: Policy{AllowWrite: []string{claudeJSON}, DenyWrite: []string{claudeJSON}}},
+		{name: "denyWrite the home, missing", pol: Policy{AllowWrite: []string{claudeJSON}, DenyWrite: []string{"/home/u"}}},
+		{name: "denyRead a pattern, missing", pol: Policy{AllowWrite: []string{claudeJSON}, DenyRead: []string{"/home/u/.claude*"}}},
 		{name: "denyRead", pol: Policy{AllowWrite: []string{claudeJSON}, DenyRead: []string{claudeJSON}}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
-		{name: "missing", pol: Policy{AllowWrite: []string{claudeJSON}}},
 		{name: "learning: the overlay throws it away", pol: Policy{Mode: "learning"}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
+		{name: "learning, missing", pol: Policy{Mode: "learning", AllowWrite: []string{claudeJSON}}},
 		{name: "not visible", pol: Policy{}, extra: map[string]PathInfo{claudeJSON: {Exists: true}}},
 	}
 	for _, tt := range tests {
@@ -368,21 +370,63 @@ func TestPlanAgentFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			op, ok := copyBind(p)
-			if ok != tt.want || (len(p.AgentFiles) > 0) != tt.want {
-				t.Fatalf("session copy bound: %v, agent files %+v; want %v\n%s", ok, p.AgentFiles, tt.want, p)
+			if (len(p.AgentFiles) > 0) != (tt.mode != "") {
+				t.Fatalf("agent files %+v; want mode %q\n%s", p.AgentFiles, tt.mode, p)
 			}
-			if !tt.want {
+			if tt.mode == "" {
 				return
 			}
 			a := p.AgentFiles[0]
-			if a.Path != claudeJSON || a.Host != tt.host || a.Copy != op.Src || filepath.Dir(a.Copy) != "/run/user/1000/jail/s3ss10n" {
-				t.Errorf("agent file %+v, bind %v; want the copy in the session directory bound at %s, merged into %s", a, op, claudeJSON, tt.host)
+			if a.Path != claudeJSON || a.Host != tt.host || a.Missing != (tt.extra[claudeJSON] == PathInfo{}) {
+				t.Errorf("agent file %+v; want it seen at %s, merged into %s", a, claudeJSON, tt.host)
 			}
-			if p.Ops[len(p.Ops)-1] != op {
-				t.Errorf("the copy is not bound last, over the allowWrite bind:\n%s", p)
+			if a.Missing && strings.Contains(p.String(), "does not exist") {
+				t.Errorf("the plan says the missing file is skipped, yet shows it:\n%s", p)
+			}
+			if tt.mode == "copy" {
+				checkCopyBound(t, p, a, session)
+			} else {
+				checkPrivateDir(t, p, a, session)
 			}
 		})
+	}
+}
+
+// checkCopyBound: the copy sits in the session directory and is bound
+// last, over the allowWrite bind.
+func checkCopyBound(t *testing.T, p *Plan, a AgentFile, session string) {
+	t.Helper()
+	last := p.Ops[len(p.Ops)-1]
+	if a.Dir != "" || filepath.Dir(a.Copy) != session || last != (Op{Kind: "bind", Src: a.Copy, Dest: a.Path, Why: last.Why}) {
+		t.Errorf("agent file %+v, last op %v; want the copy in %s bound last at %s", a, last, session, a.Path)
+	}
+}
+
+// checkPrivateDir: the private directory is bound read-write (mount and
+// Landlock) at /run/jail/agent-0, the file is a symlink into it, and no
+// bind is left at the file (bubblewrap could not make the symlink there).
+func checkPrivateDir(t *testing.T, p *Plan, a AgentFile, session string) {
+	t.Helper()
+	if a.Dir != session+"/agent-0" || a.Inside != "/run/jail/agent-0" || a.Copy != a.Dir+"/.claude.json" {
+		t.Errorf("agent file %+v; want its copy in %s/agent-0, seen at /run/jail/agent-0", a, session)
+	}
+	var bound, linked bool
+	for _, op := range p.Ops {
+		switch {
+		case op.Kind == "bind" && op.Src == a.Dir && op.Dest == a.Inside:
+			bound = true
+		case op.Kind == "symlink" && op.Dest == a.Path:
+			linked = op.Src == a.Inside+"/.claude.json"
+		case op.Dest == a.Path:
+			t.Errorf("op %v at the file besides its symlink:\n%s", op, p)
+		}
+	}
+	writable := false
+	for _, r := range p.Landlock {
+		writable = writable || (r.Path == a.Inside && r.Access == "write" && !r.File)
+	}
+	if !bound || !linked || !writable {
+		t.Errorf("private directory bound %v, symlink %v, Landlock write %v; want all\n%s", bound, linked, writable, p)
 	}
 }
 

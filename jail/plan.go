@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -925,8 +926,17 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	// Agent files the agent rewrites as it runs: a session copy wherever
 	// the jail may write the file.
 	var agentOps []Op
-	p.AgentFiles, agentOps = planAgentFiles(f.Home, f.SessionDir, func(path string) (string, string, bool) {
+	p.AgentFiles, agentOps = planAgentFiles(f.Home, f.SessionDir, func(path string) (agentSpot, bool) {
 		in := f.info(path)
+		shut := func(p string) bool { return roSet[p] || coveredBy(p, roSet) || maskSet[p] || coveredBy(p, maskSet) }
+		_, inTree := cover(filepath.Dir(path))
+		if !in.Exists && in.Link == "" {
+			// Missing: the agent creates it, in the throwaway home when
+			// allowWrite names the file itself.
+			ok := slices.Contains(pol.AllowWrite, path) && !inTree && p.OverlayHome == "" && !shut(path) &&
+				!deniedAt(path, pol.DenyWrite) && !deniedAt(path, pol.DenyRead)
+			return agentSpot{Dest: path, Host: path, Alone: true, Missing: true}, ok
+		}
 		dest, host := path, path
 		if in.Resolved != "" {
 			host = in.Resolved
@@ -936,12 +946,49 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			dest = host // a symlink in a visible tree: the jail writes its target
 			b, ok = cover(dest)
 		}
-		shut := roSet[dest] || coveredBy(dest, roSet) || maskSet[dest] || coveredBy(dest, maskSet)
 		thrownAway := p.OverlayHome != "" && b.dest == f.Home
-		return dest, host, ok && b.writable && in.Exists && !in.Dir && !in.Unreadable && !shut && !thrownAway
+		alone := b.dest == path && dest == path && !inTree
+		return agentSpot{Dest: dest, Host: host, Alone: alone},
+			ok && b.writable && in.Exists && !in.Dir && !in.Unreadable && !shut(dest) && !thrownAway
 	})
+	for _, a := range p.AgentFiles {
+		if a.Dir != "" {
+			p.Ops = dropBind(p.Ops, a.Path) // the symlink takes the file's place
+			if a.Missing {
+				p.Notes = slices.DeleteFunc(p.Notes, func(n string) bool { return n == "allowWrite "+a.Path+" does not exist; skipped" })
+			}
+			p.Landlock = append(p.Landlock, LandlockRule{Path: a.Inside, Access: "write"})
+		}
+	}
 	p.Ops = append(p.Ops, agentOps...)
 	return p, nil
+}
+
+// deniedAt reports whether a deny list names path, a directory above
+// it, or a pattern matching either.
+func deniedAt(path string, list []string) bool {
+	for _, d := range list {
+		for q := path; ; q = filepath.Dir(q) {
+			if q == d || (HasMeta(d) && MatchPath(d, q)) {
+				return true
+			}
+			if q == "/" {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// dropBind removes the binds at dest.
+func dropBind(ops []Op, dest string) []Op {
+	out := ops[:0:0]
+	for _, o := range ops {
+		if o.Dest != dest || o.Kind != "bind" {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // planGitExclude hides the project's placeholders from git inside the

@@ -155,10 +155,13 @@ func awaitFile(t *testing.T, path string, done chan Result) {
 	}
 }
 
-// TestAgentHomeClaudeJSONNotReplaceable: the session copy cannot be swapped
-// for another file, nor left half-written into the host: a run that leaves
-// invalid JSON changes nothing (one warning), and a jail killed with
-// SIGKILL after editing its copy leaves the host file as it was.
+// TestAgentHomeClaudeJSONNotReplaceable: the session copy cannot be
+// written through the read-only session directory, nor left half-written
+// into the host: a run that leaves invalid JSON changes nothing (one
+// warning); a run that swaps ~/.claude.json (a rename over the symlink, a
+// removal, another symlink) only changes its throwaway home; and a jail
+// killed with SIGKILL after editing its copy leaves the host file as it
+// was.
 func TestAgentHomeClaudeJSONNotReplaceable(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		cfg := filepath.Join(s.Home, ".claude.json")
@@ -172,18 +175,24 @@ func TestAgentHomeClaudeJSONNotReplaceable(t *testing.T) {
 		}
 
 		r := s.Jail("--profile", "claude", "--", "sh", "-c",
-			`echo '{"mcpServers": {"evil": {"command": "sh"}}}' > ~/x.json; `+
-				`mv ~/x.json ~/.claude.json && echo RENAMED; rm -f ~/.claude.json && echo REMOVED; `+
-				`ln -sf ~/x.json ~/.claude.json && echo LINKED; `+
-				`for f in /run/jail/net/*.json; do echo x >> "$f" && echo "WROTE $f"; done; `+
+			`for f in /run/jail/net/*.json /run/jail/net/*/*.json; do echo x >> "$f" && echo "WROTE $f"; done; `+
 				`printf '{"numStartups": 9, "mcpServers": ' > ~/.claude.json`)
-		if strings.Contains(r.Stdout, "RENAMED") || strings.Contains(r.Stdout, "REMOVED") || strings.Contains(r.Stdout, "LINKED") || strings.Contains(r.Stdout, "WROTE") {
-			t.Errorf("the session copy was replaced, removed or written through the session directory:\n%s", r)
+		if strings.Contains(r.Stdout, "WROTE") {
+			t.Errorf("the session copy was written through the session directory:\n%s", r)
 		}
 		unchanged("a run leaving invalid JSON")
 		if n := strings.Count(r.Stderr, "not updated from the jail"); n != 1 || !strings.Contains(r.Stderr, "invalid") {
 			t.Errorf("want one warning that the invalid copy was not merged, got %d:\n%s", n, r)
 		}
+
+		r = s.Jail("--profile", "claude", "--", "sh", "-c",
+			`echo '{"mcpServers": {"evil": {"command": "sh"}}}' > ~/x.json; `+
+				`mv ~/x.json ~/.claude.json && grep -q evil ~/.claude.json && echo RENAMED; rm -f ~/.claude.json && echo REMOVED; `+
+				`ln -sf ~/y.json ~/.claude.json && echo '{"mcpServers": {"evil": {}}}' > ~/.claude.json && echo LINKED`)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "RENAMED") || !strings.Contains(r.Stdout, "REMOVED") || !strings.Contains(r.Stdout, "LINKED") {
+			t.Errorf("swapping ~/.claude.json in the throwaway home: want each step to work:\n%s", r)
+		}
+		unchanged("a run swapping ~/.claude.json")
 
 		ready := filepath.Join(s.Project, "edited")
 		cmd := s.JailCmd("--profile", "claude", "--", "sh", "-c",
@@ -285,10 +294,9 @@ func TestAgentHomeCommandFilesReadOnly(t *testing.T) {
 // TestAgentHomeClaudeCodeMCPAdd: Claude Code itself, in the jail under its
 // profile, adds MCP servers with `claude mcp add` (user scope, at the top
 // of ~/.claude.json, and local scope, under the project). It rewrites the
-// file by renaming a temporary file over it, which fails on the session
-// copy's bind mount (EBUSY), and falls back to writing in place: the run
-// sees its servers, the host file gets Claude Code's bookkeeping and none
-// of the servers.
+// file by renaming a temporary file over it, in the private directory the
+// session copy lives in: the run sees its servers, the host file gets
+// Claude Code's bookkeeping and none of the servers.
 func TestAgentHomeClaudeCodeMCPAdd(t *testing.T) {
 	cache := installedAgents(t)
 	var claude string
