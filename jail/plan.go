@@ -76,6 +76,9 @@ type Facts struct {
 	// programs to run (a status line script, a hook), read from those
 	// settings: kept read-only like the settings themselves.
 	AgentPrograms []string
+	// Command is what the command, found on the user's PATH where the
+	// jail hides it, needs shown (ExposeCommand); nil when nothing.
+	Command *CommandExposure
 
 	Env []string // the host environment
 	// EnvFileSecrets are the names (never the values) of the secrets in
@@ -556,8 +559,14 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	}
 	for _, r := range expand(pol.AllowRead) {
 		if !writeSet[r] && !coveredBy(r, writeSet) {
-			addBind(r, false, "allowRead")
+			addBind(r, false, commandWhy(f, r, "allowRead"))
 		}
+	}
+	if c := f.Command; c != nil {
+		for _, l := range c.Links {
+			base = append(base, Op{Kind: "symlink", Src: l.Target, Dest: l.Path, Why: "command " + c.Name})
+		}
+		p.Notes = append(p.Notes, c.String())
 	}
 	for _, pat := range pol.AllowWrite {
 		if !HasMeta(pat) && !f.info(pat).Exists {
@@ -935,6 +944,20 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	})
 	p.Ops = append(p.Ops, agentOps...)
 	return p, nil
+}
+
+// commandWhy is why an allowRead tree is bound: for the command when the
+// command's exposure brought it.
+func commandWhy(f *Facts, path, why string) string {
+	if f.Command == nil {
+		return why
+	}
+	for _, t := range f.Command.Trees {
+		if t == path {
+			return "command " + f.Command.Name
+		}
+	}
+	return why
 }
 
 // planGitExclude hides the project's placeholders from git inside the

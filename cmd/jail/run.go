@@ -292,10 +292,18 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 	if untrusted.files == nil {
 		untrusted = nil
 	}
+	// A command installed where the jail hides it (~/.local/bin, a
+	// hidden prefix) needs its install tree shown, read-only.
+	command, err := jail.ExposeCommand(pol, argv, home, cwd, os.Getenv("PATH"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	command.AddTo(pol)
 	facts, err := jail.Gather(pol, home, cwd)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	facts.Command = command
 	plan, err := jail.Build(pol, facts, argv)
 	if plan != nil {
 		plan.Warnings = append(plan.Warnings, regs.Warnings...)
