@@ -38,7 +38,17 @@ type CommandLink struct{ Path, Target string }
 
 // String is the plan's line for the exposure.
 func (c *CommandExposure) String() string {
-	return fmt.Sprintf("command: %s resolves to %s (made readable: %s)", c.Name, c.Resolved, strings.Join(c.Trees, " "))
+	shown := "made readable: " + strings.Join(c.Trees, " ")
+	if len(c.Trees) == 0 {
+		shown = "made readable by the policy"
+	}
+	if len(c.Links) > 0 {
+		shown += "; links recreated: " + c.Links[0].Path
+		for _, l := range c.Links[1:] {
+			shown += " " + l.Path
+		}
+	}
+	return fmt.Sprintf("command: %s resolves to %s (%s)", c.Name, c.Resolved, shown)
 }
 
 // ExposeCommand resolves the command (argv[0] without a slash) on the

@@ -345,6 +345,9 @@ type Plan struct {
 	Existing   []string
 	Warnings   []string
 	Notes      []string // shown by jail plan only
+	// Resolved says where the command was found and what it made
+	// readable, when it needed showing (Facts.Command).
+	Resolved string
 	GaveUp     []string // protections dropped under --best-effort
 }
 
@@ -566,7 +569,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		for _, l := range c.Links {
 			base = append(base, Op{Kind: "symlink", Src: l.Target, Dest: l.Path, Why: "command " + c.Name})
 		}
-		p.Notes = append(p.Notes, c.String())
+		p.Resolved = c.String()
 	}
 	for _, pat := range pol.AllowWrite {
 		if !HasMeta(pat) && !f.info(pat).Exists {
@@ -1089,6 +1092,9 @@ func (p *Plan) BwrapArgs() []string {
 func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "command     %s\n", strings.Join(quoteAll(p.Argv), " "))
+	if p.Resolved != "" {
+		fmt.Fprintf(&b, "            %s\n", p.Resolved)
+	}
 	fmt.Fprintf(&b, "project     %s\n", p.ProjectRoot)
 	if p.Cwd != p.ProjectRoot {
 		fmt.Fprintf(&b, "cwd         %s\n", p.Cwd)
