@@ -348,7 +348,7 @@ type Plan struct {
 	// Resolved says where the command was found and what it made
 	// readable, when it needed showing (Facts.Command).
 	Resolved string
-	GaveUp     []string // protections dropped under --best-effort
+	GaveUp   []string // protections dropped under --best-effort
 }
 
 // InitMount is a mount jail's init makes after bubblewrap's: the tree at
