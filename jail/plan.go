@@ -345,10 +345,11 @@ type Plan struct {
 	Existing   []string
 	Warnings   []string
 	Notes      []string // shown by jail plan only
+	GaveUp     []string // protections dropped under --best-effort
+
 	// Resolved says where the command was found and what it made
 	// readable, when it needed showing (Facts.Command).
 	Resolved string
-	GaveUp   []string // protections dropped under --best-effort
 }
 
 // InitMount is a mount jail's init makes after bubblewrap's: the tree at
