@@ -190,3 +190,23 @@ func TestHiddenInstallNotFound(t *testing.T) {
 		}
 	})
 }
+
+// TestHiddenInstallClaude: the real claude, its package linked into a
+// global npm prefix in the home as `npm link` leaves it, runs by name.
+func TestHiddenInstallClaude(t *testing.T) {
+	cache := installedAgents(t)
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		prefix := s.Home + "/.npm-global"
+		s.link(filepath.Join(cache, "node_modules/@anthropic-ai/claude-code"), prefix+"/lib/node_modules/@anthropic-ai/claude-code")
+		s.link("../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe", prefix+"/bin/claude")
+		s.withPath(prefix + "/bin")
+		r := runAgent(t, s, "--", "claude", "--version")
+		if r.Code != 0 || !versionRE.MatchString(r.Stdout) {
+			t.Fatalf("claude from a hidden prefix did not run:\n%s", r)
+		}
+		p := s.Jail("plan", "--", "claude")
+		if !strings.Contains(p.Stdout, "command: claude resolves to "+prefix+"/lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe") {
+			t.Fatalf("the plan does not say where claude resolved:\n%s", p)
+		}
+	})
+}
