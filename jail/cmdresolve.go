@@ -210,7 +210,18 @@ func (r *cmdResolver) shown(p string) bool {
 		return true
 	}
 	for _, a := range r.pol.AllowRead {
-		if !HasMeta(a) && under(p, a) {
+		if !HasMeta(a) && under(p, a) || HasMeta(a) && matchesOrParent(a, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesOrParent reports whether the pattern matches p or a directory
+// above it.
+func matchesOrParent(pattern, p string) bool {
+	for q := p; q != "/" && q != "."; q = filepath.Dir(q) {
+		if MatchPath(pattern, q) {
 			return true
 		}
 	}
@@ -244,10 +255,8 @@ func (r *cmdResolver) credStore(p string) string {
 		}
 	}
 	for _, g := range globs {
-		for q := p; q != "/" && q != "."; q = filepath.Dir(q) {
-			if MatchPath(g, q) {
-				return q
-			}
+		if matchesOrParent(g, p) {
+			return g
 		}
 	}
 	return ""
