@@ -31,6 +31,9 @@ type CommandExposure struct {
 	Resolved string        // the file it resolves to
 	Links    []CommandLink // symlinks of the chain that the jail would hide
 	Trees    []string      // host trees made readable: the program's, its interpreter's
+	// NotFound: no directory of the user's PATH has the command, so it
+	// cannot run inside either.
+	NotFound bool
 }
 
 // CommandLink is one symlink of a command's chain, recreated inside.
@@ -38,6 +41,9 @@ type CommandLink struct{ Path, Target string }
 
 // String is the plan's line for the exposure.
 func (c *CommandExposure) String() string {
+	if c.NotFound {
+		return fmt.Sprintf("command: %s is in no directory of your PATH; install it, or give its path", c.Name)
+	}
 	shown := "made readable: " + strings.Join(c.Trees, " ")
 	if len(c.Trees) == 0 {
 		shown = "made readable by the policy"
@@ -58,7 +64,8 @@ func (c *CommandExposure) String() string {
 // that passes through a tree the jail can write (the project, allowWrite)
 // is not followed: what a jailed command could have planted there exposes
 // nothing. A tree too wide to show safely, or inside a credential store,
-// is an error naming it and the fix; so is a command no PATH entry has.
+// is an error naming it and the fix. A command no PATH entry has is
+// reported NotFound.
 func ExposeCommand(pol *Policy, argv []string, home, cwd, pathEnv string) (*CommandExposure, error) {
 	if len(argv) == 0 || argv[0] == "" || strings.Contains(argv[0], "/") || pol.Mode != "" {
 		return nil, nil
@@ -69,7 +76,7 @@ func ExposeCommand(pol *Policy, argv []string, home, cwd, pathEnv string) (*Comm
 		if _, set := pol.Env.Set["PATH"]; set || hostLookPath(name, pathEnv, cwd) != "" {
 			return nil, nil // the PATH inside differs, or a relative entry may find it
 		}
-		return nil, fmt.Errorf("%s: command not found in any directory of your PATH; install it, or give its path", name)
+		return &CommandExposure{Name: name, NotFound: true}, nil
 	}
 	r := &cmdResolver{pol: pol, home: home, path: pathEnv, exp: &CommandExposure{Name: name, Found: found}}
 	if err := r.expose(found, 0); err != nil {

@@ -132,12 +132,12 @@ func TestExposeCommandTooManyEntries(t *testing.T) {
 	}
 }
 
-// A command found nowhere is an error; one with a slash, or in learning
+// A command found nowhere is reported; one with a slash, or in learning
 // mode, is not looked up.
 func TestExposeCommandNotFound(t *testing.T) {
 	home, project, pol := cmdHome(t)
-	if _, err := ExposeCommand(pol, []string{"no-such-tool"}, home, project, "/usr/bin"); err == nil || !strings.Contains(err.Error(), "command not found") {
-		t.Fatalf("err = %v", err)
+	if c, err := ExposeCommand(pol, []string{"no-such-tool"}, home, project, "/usr/bin"); err != nil || c == nil || !c.NotFound || !strings.Contains(c.String(), "install it") {
+		t.Fatalf("ExposeCommand = %+v, %v; want NotFound", c, err)
 	}
 	for _, argv := range []string{"./no-such-tool", "/nope/x"} {
 		if c, err := ExposeCommand(pol, []string{argv}, home, project, "/usr/bin"); c != nil || err != nil {

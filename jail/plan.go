@@ -348,8 +348,10 @@ type Plan struct {
 	GaveUp     []string // protections dropped under --best-effort
 
 	// Resolved says where the command was found and what it made
-	// readable, when it needed showing (Facts.Command).
+	// readable, when it needed showing (Facts.Command); NotFound: it is
+	// nowhere on the user's PATH, and Resolved says so.
 	Resolved string
+	NotFound bool
 }
 
 // InitMount is a mount jail's init makes after bubblewrap's: the tree at
@@ -570,7 +572,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		for _, l := range c.Links {
 			base = append(base, Op{Kind: "symlink", Src: l.Target, Dest: l.Path, Why: "command " + c.Name})
 		}
-		p.Resolved = c.String()
+		p.Resolved, p.NotFound = c.String(), c.NotFound
 	}
 	for _, pat := range pol.AllowWrite {
 		if !HasMeta(pat) && !f.info(pat).Exists {

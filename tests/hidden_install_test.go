@@ -180,13 +180,19 @@ func TestHiddenInstallTooWide(t *testing.T) {
 }
 
 // TestHiddenInstallNotFound: a command no PATH entry has is one line from
-// jail, not the shell's bare "command not found".
+// jail with the fix and the shell's exit code 127, before anything runs;
+// jail plan says so and still plans.
 func TestHiddenInstallNotFound(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
-		r := s.Jail("--", "no-such-tool-"+uniq())
+		name := "no-such-tool-" + uniq()
+		r := s.Jail("--", name)
 		l := jailLines(r.Stderr)
-		if r.Code != 125 || len(l) != 1 || strings.TrimSpace(r.Stderr) != l[0] || !strings.Contains(l[0], "not found in any directory of your PATH") {
-			t.Fatalf("want one line from jail and exit 125:\n%s", r)
+		if r.Code != 127 || len(l) != 1 || strings.TrimSpace(r.Stderr) != l[0] || !strings.Contains(l[0], name+" is in no directory of your PATH; install it") {
+			t.Fatalf("want one line from jail with the fix, and exit 127:\n%s", r)
+		}
+		p := s.Jail("plan", "--", name)
+		if p.Code != 0 || !strings.Contains(p.Stdout, "command: "+name+" is in no directory of your PATH") {
+			t.Fatalf("jail plan of a missing command does not say so:\n%s", p)
 		}
 	})
 }

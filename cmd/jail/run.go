@@ -147,6 +147,10 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 			return 125
 		}
 	}
+	if plan.NotFound && !planOnly {
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(strings.TrimPrefix(plan.Resolved, "command: ")))
+		return 127 // what a shell answers for a command it cannot find
+	}
 	if planOnly {
 		fmt.Fprint(stdout, escapedLines(plan.String()))
 		return 0
