@@ -387,7 +387,7 @@ func readShebang(path string) (interp, arg string) {
 		return "", ""
 	}
 	defer f.Close()
-	buf := make([]byte, shebangBytes)
+	buf := make([]byte, 256) // as much as the kernel reads of a "#!" line
 	n, _ := io.ReadFull(f, buf)
 	line, ok := bytes.CutPrefix(buf[:n], []byte("#!"))
 	if !ok {
