@@ -77,6 +77,9 @@ type Facts struct {
 	// programs to run (a status line script, a hook), read from those
 	// settings: kept read-only like the settings themselves.
 	AgentPrograms []string
+	// Command is what the command, found on the user's PATH where the
+	// jail hides it, needs shown (ExposeCommand); nil when nothing.
+	Command *CommandExposure
 
 	Env []string // the host environment
 	// EnvFileSecrets are the names (never the values) of the secrets in
@@ -347,6 +350,12 @@ type Plan struct {
 	Warnings   []string
 	Notes      []string // shown by jail plan only
 	GaveUp     []string // protections dropped under --best-effort
+
+	// Resolved says where the command was found and what it made
+	// readable, when it needed showing (Facts.Command); NotFound: it is
+	// nowhere on the user's PATH, and Resolved says so.
+	Resolved string
+	NotFound bool
 }
 
 // InitMount is a mount jail's init makes after bubblewrap's: the tree at
@@ -560,8 +569,14 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	}
 	for _, r := range expand(pol.AllowRead) {
 		if !writeSet[r] && !coveredBy(r, writeSet) {
-			addBind(r, false, "allowRead")
+			addBind(r, false, commandWhy(f, r, "allowRead"))
 		}
+	}
+	if c := f.Command; c != nil {
+		for _, l := range c.Links {
+			base = append(base, Op{Kind: "symlink", Src: l.Target, Dest: l.Path, Why: "command " + c.Name})
+		}
+		p.Resolved, p.NotFound = c.String(), c.NotFound
 	}
 	for _, pat := range pol.AllowWrite {
 		if !HasMeta(pat) && !f.info(pat).Exists {
@@ -991,6 +1006,20 @@ func dropBind(ops []Op, dest string) []Op {
 	return out
 }
 
+// commandWhy is why an allowRead tree is bound: for the command when the
+// command's exposure brought it.
+func commandWhy(f *Facts, path, why string) string {
+	if f.Command == nil {
+		return why
+	}
+	for _, t := range f.Command.Trees {
+		if t == path {
+			return "command " + f.Command.Name
+		}
+	}
+	return why
+}
+
 // planGitExclude hides the project's placeholders from git inside the
 // jail (so `git add -A` does not commit them): the jail's
 // .git/info/exclude is a copy of the project's with one line per
@@ -1120,6 +1149,9 @@ func (p *Plan) BwrapArgs() []string {
 func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "command     %s\n", strings.Join(quoteAll(p.Argv), " "))
+	if p.Resolved != "" {
+		fmt.Fprintf(&b, "            %s\n", p.Resolved)
+	}
 	fmt.Fprintf(&b, "project     %s\n", p.ProjectRoot)
 	if p.Cwd != p.ProjectRoot {
 		fmt.Fprintf(&b, "cwd         %s\n", p.Cwd)

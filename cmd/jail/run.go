@@ -147,6 +147,10 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 			return 125
 		}
 	}
+	if plan.NotFound && !planOnly {
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(strings.TrimPrefix(plan.Resolved, "command: ")))
+		return 127 // what a shell answers for a command it cannot find
+	}
 	if planOnly {
 		fmt.Fprint(stdout, escapedLines(plan.String()))
 		return 0
@@ -292,10 +296,18 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 	if untrusted.files == nil {
 		untrusted = nil
 	}
+	// A command installed where the jail hides it (~/.local/bin, a
+	// hidden prefix) needs its install tree shown, read-only.
+	command, err := jail.ExposeCommand(pol, argv, home, cwd, os.Getenv("PATH"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	command.AddTo(pol)
 	facts, err := jail.Gather(pol, home, cwd)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	facts.Command = command
 	plan, err := jail.Build(pol, facts, argv)
 	if plan != nil {
 		plan.Warnings = append(plan.Warnings, regs.Warnings...)
