@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jailsh/jail/proxy"
@@ -161,7 +162,39 @@ func (st *signInState) save(answer map[string]any) error {
 	if err != nil {
 		return err
 	}
-	return proxy.WriteFileAtomic(st.file.Host, b, 0o600)
+	return writeInPlace(st.file.Host, b)
+}
+
+// writeInPlace rewrites path's content in place, mode 0600, and syncs
+// it. Not a rename: the jail's session copy is bound over the host file's
+// name, and a rename over that name on the host would detach the bind
+// inside (the kernel drops mounts on a replaced name in every namespace),
+// showing the jail the real file. A copy of the new content is kept
+// beside it until the write is done, so that a crash half way leaves the
+// tokens on disk.
+func writeInPlace(path string, b []byte) error {
+	spare := path + ".jail-new"
+	if err := proxy.WriteFileAtomic(spare, b, 0o600); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return os.Remove(spare)
 }
 
 // claudeTokenMeta sets claudeAiOauth's expiresAt (ms) and scopes from a

@@ -87,11 +87,24 @@ func (s *signInServer) requests() []seen {
 	return append([]seen(nil), s.seen...)
 }
 
-// containing returns the requests in which v appears.
-func (s *signInServer) containing(v string) []seen {
+// paths are the requests' methods, paths and Authorization headers.
+func (s *signInServer) paths() []string {
+	var out []string
+	for _, r := range s.requests() {
+		out = append(out, r.Method+" "+r.Path+" "+r.Header.Get("Authorization"))
+	}
+	return out
+}
+
+// tokenPlaceholderRE finds a placeholder of a Claude Code token, or the
+// sandbox's planted value.
+var tokenPlaceholderRE = regexp.MustCompile(`sk-ant-o[ar]t01-jail|planted-by-the-sandbox`)
+
+// matching returns the requests in which re matches.
+func (s *signInServer) matching(re *regexp.Regexp) []seen {
 	var out []seen
 	for _, r := range s.requests() {
-		if r.has(v) {
+		if re.MatchString(r.String()) {
 			out = append(out, r)
 		}
 	}
@@ -195,7 +208,7 @@ curl -s -o /dev/null -w '@@OTHER %{http_code}\n' -H "Authorization: Bearer $acce
 		if !refused || strings.Contains(r.Stdout, "@@OTHER 2") {
 			t.Errorf("the access token's placeholder sent to %s: want it refused by the proxy:\n%s\n%s", signInTokenHost, r, dumpDecisions(decisions(t, s, "")))
 		}
-		if got := oauth.containing("jail"); len(got) > 0 {
+		if got := oauth.matching(tokenPlaceholderRE); len(got) > 0 {
 			t.Errorf("a placeholder reached %s: %v", signInTokenHost, got)
 		}
 		after, err := os.ReadFile(hostFile)
@@ -239,12 +252,12 @@ func TestSignInClaudeCodeRefresh(t *testing.T) {
 		}
 		first := credsTokens(s.Jail("--profile", "claude", "--", "cat", hostFile).Stdout)
 		s.Env = append(s.Env, "CLAUDE_CODE_MAX_RETRIES=1")
-		script := `"$@" -p "say hi" --dangerously-skip-permissions; echo "@@EXIT $?"; echo "@@CREDS $(cat ~/.claude/.credentials.json)"`
-		args := append([]string{"--allow-read", cache, "--", "sh", "-c", script, "claude"}, argv...)
+		script := `"$@" -p "say hi"; echo "@@EXIT $?"; echo "@@CREDS $(cat ~/.claude/.credentials.json)"`
+		args := append([]string{"--profile", "claude", "--allow-read", cache, "--", "sh", "-c", script, "claude"}, argv...)
 		r, timedOut := jailTimeout(t, s.JailCmd(args...), "", 2*time.Minute)
 		k.noReal(t, "Claude Code's output", r.Stdout+r.Stderr)
 		if timedOut || !strings.Contains(r.Stdout, "@@EXIT 0") || !strings.Contains(r.Stdout, mockAnswer) {
-			t.Errorf("claude -p inside: want exit 0 and %q (timed out: %v):\n%s\napi saw: %v\ntoken endpoint saw: %v", mockAnswer, timedOut, r, api.requests(), oauth.requests())
+			t.Errorf("claude -p inside: want exit 0 and %q (timed out: %v):\n%s\napi saw: %v\ntoken endpoint saw: %v", mockAnswer, timedOut, r, api.paths(), oauth.requests())
 		}
 		var refreshed bool
 		for _, q := range oauth.requests() {
@@ -254,7 +267,7 @@ func TestSignInClaudeCodeRefresh(t *testing.T) {
 			t.Errorf("the token endpoint never got the real refresh token: %v", oauth.requests())
 		}
 		for _, m := range []*signInServer{api, oauth} {
-			if got := m.containing("jail"); len(got) > 0 {
+			if got := m.matching(tokenPlaceholderRE); len(got) > 0 {
 				t.Errorf("a placeholder reached a provider (not injected): %v", got)
 			}
 		}
@@ -263,7 +276,7 @@ func TestSignInClaudeCodeRefresh(t *testing.T) {
 			used = used || q.Path == "/v1/messages" && q.Header.Get("Authorization") == "Bearer "+k.NewAccess
 		}
 		if !used {
-			t.Errorf("the Messages API never got the new real access token: %v", api.requests())
+			t.Errorf("the Messages API never got the new real access token: %v", api.paths())
 		}
 		inside := credsTokens(r.Stdout[strings.Index(r.Stdout, "@@CREDS"):])
 		for _, f := range []string{"accessToken", "refreshToken"} {
@@ -277,7 +290,7 @@ func TestSignInClaudeCodeRefresh(t *testing.T) {
 			t.Errorf("the host file after the refresh holds %v (%v), want the new real tokens", host, err)
 		}
 		if strings.Contains(string(b), "jail") || !strings.Contains(string(b), `"subscriptionType":"max"`) {
-			t.Errorf("the host file after the refresh holds a placeholder or lost its other fields:\n%s", b)
+			t.Errorf("the host file after the refresh holds a placeholder or lost its other fields:\n%s\ninside: %s\n%s", b, r.Stdout[strings.Index(r.Stdout, "@@CREDS"):], dumpDecisions(decisions(t, s, "")))
 		}
 		if fi, err := os.Stat(hostFile); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("the host file after the refresh: %v, mode %v, want 0600", err, fi.Mode())
