@@ -169,57 +169,26 @@ func (st *signInState) save(answer map[string]any) error {
 // it. Not a rename: the jail's session copy is bound over the host file's
 // name, and a rename over that name on the host would detach the bind
 // inside (the kernel drops mounts on a replaced name in every namespace),
-// showing the jail the real file. A copy of the new content is kept
-// beside it until the write is done, so that a crash half way leaves the
-// tokens on disk.
+// showing the jail the real file. No spare copy beside it either: the
+// directory is the jail's to read.
 func writeInPlace(path string, b []byte) error {
-	spare := path + ".jail-new"
-	if err := proxy.WriteFileAtomic(spare, b, 0o600); err != nil {
-		return err
-	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer f.Close()
-	if err := f.Chmod(0o600); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.WriteAt(b, 0); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return os.Remove(spare)
-}
-
-// claudeTokenMeta sets claudeAiOauth's expiresAt (ms) and scopes from a
-// token answer's expires_in (s) and scope, as Claude Code itself does.
-func claudeTokenMeta(doc, answer map[string]any, now time.Time) {
-	o, _ := doc["claudeAiOauth"].(map[string]any)
-	if o == nil {
-		return
-	}
-	if n, ok := answer["expires_in"].(json.Number); ok {
-		if s, err := n.Int64(); err == nil {
-			o["expiresAt"] = json.Number(fmt.Sprint(now.UnixMilli() + s*1000))
+	for _, step := range []func() error{
+		func() error { return f.Chmod(0o600) },
+		func() error { return f.Truncate(0) },
+		func() error { _, err := f.WriteAt(b, 0); return err },
+		f.Sync,
+	} {
+		if err := step(); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
 		}
 	}
-	if sc, ok := answer["scope"].(string); ok && sc != "" {
-		o["scopes"] = strings.Fields(sc)
-	}
+	return nil
 }
-
-// placeholderShaped reports whether v is made only of the bytes of a
-// placeholder and carries its marker where a jail placeholder does.
-func placeholderShaped(v string) bool {
-	return strings.HasPrefix(v, proxy.PlaceholderPrefix) || strings.Contains(v, "-jail") || strings.Contains(v, ".jail")
-}
-
 func decodeJSONObject(b []byte) (map[string]any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
@@ -270,4 +239,27 @@ func setString(doc map[string]any, path []string, v string) {
 		m = next
 	}
 	m[path[len(path)-1]] = v
+}
+
+// placeholderShaped reports whether v is made only of the bytes of a
+// placeholder and carries its marker where a jail placeholder does.
+func placeholderShaped(v string) bool {
+	return strings.HasPrefix(v, proxy.PlaceholderPrefix) || strings.Contains(v, "-jail") || strings.Contains(v, ".jail")
+}
+
+// claudeTokenMeta sets claudeAiOauth's expiresAt (ms) and scopes from a
+// token answer's expires_in (s) and scope, as Claude Code itself does.
+func claudeTokenMeta(doc, answer map[string]any, now time.Time) {
+	o, _ := doc["claudeAiOauth"].(map[string]any)
+	if o == nil {
+		return
+	}
+	if n, ok := answer["expires_in"].(json.Number); ok {
+		if s, err := n.Int64(); err == nil {
+			o["expiresAt"] = json.Number(fmt.Sprint(now.UnixMilli() + s*1000))
+		}
+	}
+	if sc, ok := answer["scope"].(string); ok && sc != "" {
+		o["scopes"] = strings.Fields(sc)
+	}
 }
