@@ -93,9 +93,20 @@ func signInEndpoints(plan *Plan) []proxy.TokenEndpoint {
 			tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject}
 		}
 		out = append(out, proxy.TokenEndpoint{Host: sf.Rule.EndpointHost, Path: sf.Rule.EndpointPath,
-			Tokens: tokens, Mint: st.mint, Save: st.save})
+			Tokens: tokens, Carrying: refreshName(sf.Rule), Mint: st.mint, Save: st.save})
 	}
 	return out
+}
+
+// refreshName is the name of the secret of a rule's refresh token: the
+// one the token endpoint's answers are taken for.
+func refreshName(r signInRule) string {
+	for _, t := range r.Tokens {
+		if t.Field == "refresh_token" {
+			return t.Name
+		}
+	}
+	return ""
 }
 
 // signInState is one sign-in file's tokens minted in a session.

@@ -365,7 +365,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: upstream: %s\n", host, msg))
 		return false
 	}
-	if note := s.tokenAnswer(req, t, resp); note != "" {
+	if note := s.tokenAnswer(req, t, resp, inj); note != "" {
 		e.Reason = note
 	}
 	e.Verdict, e.Status = verdictAllow, resp.StatusCode

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,12 @@ type TokenEndpoint struct {
 	// Mint returns a new placeholder for the new value of field: one the
 	// session has not used, of the shape Secret.Placeholder requires.
 	Mint func(field, value string) string
+	// Carrying names the secret (the refresh token's) that must have been
+	// injected into the request for its answer to be taken: an answer to
+	// a request with a token of the client's own (another account's)
+	// reaches the client as it is and is never saved. Empty takes every
+	// answer.
+	Carrying string
 	// Save receives the answer, decoded with json.Decoder.UseNumber, with
 	// the real values, before the client sees it. An error is logged and
 	// the client still gets the placeholders.
@@ -97,9 +104,12 @@ func (s *Server) addSecrets(add []Secret) error {
 // placeholders (see TokenEndpoint). It returns what went wrong, for the
 // log, or "". An answer that cannot be read whole is not passed on: a
 // token in it would reach the client.
-func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response) string {
+func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, inj *injection) string {
 	ep := s.tokenEndpoint(t, req.Method, req.URL.Path)
 	if ep == nil || resp.StatusCode/100 != 2 {
+		return ""
+	}
+	if ep.Carrying != "" && (inj == nil || !slices.Contains(inj.names(), ep.Carrying)) {
 		return ""
 	}
 	body, err := readAnswer(resp)

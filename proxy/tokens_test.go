@@ -40,7 +40,7 @@ func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
 			fmt.Fprintf(w, "auth=%s", r.Header.Get("Authorization"))
 			return
 		}
-		if !strings.Contains(string(body), realRefresh) {
+		if !strings.Contains(body, realRefresh) && !strings.Contains(body, "other-account-refresh") {
 			http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
 			return
 		}
@@ -66,7 +66,7 @@ func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
 		Upstream: &tls.Config{RootCAs: pool(upCA)},
 		Secrets:  []Secret{{Name: "REFRESH", Placeholder: phRefresh, Value: realRefresh, Hosts: []string{"auth.test"}, Inject: []string{"body"}}},
 		TokenEndpoints: []TokenEndpoint{{
-			Host: "auth.test", Path: "/oauth/token",
+			Host: "auth.test", Path: "/oauth/token", Carrying: "REFRESH",
 			Tokens: map[string]TokenSecret{
 				"access_token":  {Name: "ACCESS", Hosts: []string{"api.test"}, Inject: []string{"header:Authorization"}},
 				"refresh_token": {Name: "REFRESH", Hosts: []string{"auth.test"}, Inject: []string{"body"}},
@@ -149,5 +149,17 @@ func TestTokenEndpointOnlyItsHostAndPath(t *testing.T) {
 	resp, body := do(t, tf.f.c, req)
 	if resp.StatusCode != http.StatusForbidden || len(tf.saved) != 0 {
 		t.Errorf("the refresh placeholder's value toward another host: %d %q, saved %v; want 403 and nothing saved", resp.StatusCode, body, tf.saved)
+	}
+}
+
+// A refresh with a token of the client's own (another account's, sent
+// real) is not taken: its answer reaches the client as it is and nothing
+// is saved, so that the jail cannot sign the host in as someone else.
+func TestTokenEndpointOwnTokenNotSaved(t *testing.T) {
+	tf := newTokenFixture(t, false)
+	req, _ := http.NewRequest("POST", "https://auth.test/oauth/token", strings.NewReader(`{"grant_type":"refresh_token","refresh_token":"other-account-refresh-token"}`))
+	resp, body := do(t, tf.f.c, req)
+	if resp.StatusCode != 200 || !strings.Contains(body, newAccess) || len(tf.saved) != 0 {
+		t.Errorf("a refresh with the client's own token: %d %q, saved %v; want the answer untouched and nothing saved", resp.StatusCode, body, tf.saved)
 	}
 }

@@ -111,6 +111,13 @@ func (s *signInServer) matching(re *regexp.Regexp) []seen {
 	return out
 }
 
+// otherAccountRefresh and otherAccountAccess are another account's real
+// tokens, which a jailed command may hold and refresh with.
+const (
+	otherAccountRefresh = "sk-ant-ort01-otherAccountRefreshTokenOtherAccountRefreshToken-AA"
+	otherAccountAccess  = "sk-ant-oat01-otherAccountAccessTokenOtherAccountAccessToken-AA"
+)
+
 // oauthTokenMock answers Claude Code's refresh (a JSON POST of
 // grant_type=refresh_token to /v1/oauth/token) with the new tokens, only
 // for the real refresh token.
@@ -122,6 +129,10 @@ func oauthTokenMock(k signInTokens) func(w http.ResponseWriter, r *http.Request,
 		}
 		json.Unmarshal(body, &req)
 		w.Header().Set("Content-Type", "application/json")
+		if req.RefreshToken == otherAccountRefresh { // someone else's account, signed in for real
+			json.NewEncoder(w).Encode(map[string]any{"access_token": otherAccountAccess, "refresh_token": otherAccountRefresh, "expires_in": 28800})
+			return
+		}
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/oauth/token" || req.GrantType != "refresh_token" || req.RefreshToken != k.Refresh {
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintln(w, `{"error":"invalid_grant","error_description":"mock: not the real refresh token"}`)
@@ -176,8 +187,9 @@ func credsTokens(s string) map[string]string {
 // The sign-in file inside is a session copy: its tokens are placeholders
 // of the tokens' own shape; the real ones appear nowhere inside (the file,
 // every process's environment); what the jail writes into it never
-// reaches the host file; a placeholder sent to a host it is not bound to
-// is refused.
+// reaches the host file, nor does a refresh with another account's own
+// token (which would sign the host in as someone else); a placeholder
+// sent to a host it is not bound to is refused.
 func TestSignInPlaceholders(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		k, _, oauth := setupSignIn(t, s)
@@ -190,6 +202,7 @@ access=$(sed -n 's/.*"accessToken":"\([^"]*\)".*/\1/p' ~/.claude/.credentials.js
 echo '{"claudeAiOauth":{"accessToken":"planted-by-the-sandbox"}}' > ~/.claude/.credentials.json
 mv -f ~/.claude/.credentials.json ~/.claude/moved.json 2>/dev/null
 rm -f ~/.claude/.credentials.json 2>/dev/null
+curl -s -H 'Content-Type: application/json' -d '{"grant_type":"refresh_token","refresh_token":"`+otherAccountRefresh+`"}' https://`+signInTokenHost+`/v1/oauth/token; echo
 curl -s -o /dev/null -w '@@OTHER %{http_code}\n' -H "Authorization: Bearer $access" https://`+signInTokenHost+`/v1/oauth/token -d '{}'
 `)
 		k.noReal(t, "the jail's output", r.Stdout+r.Stderr)
@@ -210,6 +223,9 @@ curl -s -o /dev/null -w '@@OTHER %{http_code}\n' -H "Authorization: Bearer $acce
 		}
 		if got := oauth.matching(tokenPlaceholderRE); len(got) > 0 {
 			t.Errorf("a placeholder reached %s: %v", signInTokenHost, got)
+		}
+		if !strings.Contains(r.Stdout, otherAccountAccess) {
+			t.Errorf("control: the refresh with another account's own token did not reach the token endpoint:\n%s", r)
 		}
 		after, err := os.ReadFile(hostFile)
 		if err != nil || string(after) != string(before) {
