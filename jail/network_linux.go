@@ -71,7 +71,7 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 
 // serve starts the proxy on the session's sockets and the relays of
 // published and forwarded ports.
-func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret) error {
+func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret, tokens []proxy.TokenEndpoint) error {
 	var err error
 	if ns.ca == nil {
 		if ns.ca, err = proxy.LoadOrCreateCA(n.CADir); err != nil {
@@ -87,6 +87,7 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret) 
 			Hosts: n.Rules.Hosts, Passthrough: n.Rules.Passthrough,
 		},
 		CA: ns.ca, Log: ns.log, Session: session, Secrets: secrets, DenyCommands: n.DenyCommands,
+		TokenEndpoints: tokens,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the proxy: %w", err)
@@ -230,7 +231,11 @@ func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, er
 	if err != nil {
 		return nil, err
 	}
-	return append(secrets, files...), nil
+	tokens, err := prepareSignIn(plan)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(secrets, files...), tokens...), nil
 }
 
 // envSecrets are the secrets of the environment the plan made

@@ -208,6 +208,7 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 		inHome(withParents(filepath.Join(home, p), home)...)
 	}
 	inHome(agentInterest(home)...)
+	inHome(signInInterest(home)...)
 	for _, p := range append(append([]string{}, projectProtected...), projectProtectedPresent...) {
 		add(withParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
 	}
@@ -327,6 +328,9 @@ type Plan struct {
 	// AgentFiles are agent files shown inside as session copies and
 	// merged back after exit without their command-bearing keys.
 	AgentFiles []AgentFile
+	// SignIn are agents' sign-in files shown inside as session copies
+	// whose tokens are placeholders.
+	SignIn []SignInFile
 
 	// Placeholders are protected paths (and their missing parents) absent
 	// at start inside a writable host tree: jail creates them on the host
@@ -976,6 +980,18 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 	p.Ops = append(p.Ops, agentOps...)
+	planSignIn(p, f.Home, f.SessionDir, func(path string) (signInSpot, bool) {
+		in := f.info(path)
+		b, ok := cover(path)
+		if !ok || in.Dir || in.Unreadable || maskSet[path] || coveredBy(path, maskSet) {
+			return signInSpot{}, false
+		}
+		host := hostOf(b, path)
+		if in.Resolved != "" {
+			host = in.Resolved
+		}
+		return signInSpot{Host: host, Exists: in.Exists, Writable: b.writable && p.OverlayHome == ""}, true
+	})
 	return p, nil
 }
 

@@ -104,6 +104,9 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	if plan.Net == nil && len(plan.EnvFiles) > 0 {
 		defer os.RemoveAll(filepath.Dir(plan.EnvFiles[0].Copy))
 	}
+	if plan.Net == nil && len(plan.SignIn) > 0 {
+		defer os.RemoveAll(filepath.Dir(plan.SignIn[0].Copy))
+	}
 	// Agent files: the session copies the jail writes, merged back once
 	// the command has exited (a jail killed before that leaves the host
 	// files as they were).
@@ -278,7 +281,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 			}
 		}
 		if ns != nil {
-			netReady <- ns.serve(plan.Net, plan.Session, secrets)
+			netReady <- ns.serve(plan.Net, plan.Session, secrets, signInEndpoints(plan))
 			return
 		}
 		netReady <- nil

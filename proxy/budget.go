@@ -145,7 +145,7 @@ func (s *Server) readWhole(req *http.Request) int64 {
 	if s.cmds.npmPublish != "" && req.Method == http.MethodPut && identity {
 		need += n
 	}
-	if s.secrets != nil {
+	if s.sec() != nil {
 		_, textual := bodyEscaping(req.Header.Get("Content-Type"))
 		switch {
 		case gzipped(ce):
@@ -162,7 +162,7 @@ func (s *Server) readWhole(req *http.Request) int64 {
 // that it is streamed through the redactor instead.
 func (s *Server) holdResponse(resp *http.Response, h *held) {
 	ce := strings.TrimSpace(resp.Header.Get("Content-Encoding"))
-	if s.secrets.vals == nil || ce != "" && !strings.EqualFold(ce, "identity") ||
+	if s.sec().vals == nil || ce != "" && !strings.EqualFold(ce, "identity") ||
 		resp.ContentLength < 0 || resp.ContentLength > maxSecretBody {
 		return
 	}

@@ -209,7 +209,7 @@ func sameAuthority(a, b, scheme string) bool {
 func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool {
 	bw, tunnel := cl.bw, cl.tunnel
 	// A real value in the path never reaches the log.
-	e := Entry{Time: time.Now(), Method: req.Method, Path: s.secrets.redactString(req.URL.Path)}
+	e := Entry{Time: time.Now(), Method: req.Method, Path: s.sec().redactString(req.URL.Path)}
 	refuse := func(status int, r *refusal, host string) bool {
 		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason
 		s.record(e)
@@ -246,8 +246,8 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			hint: fmt.Sprintf("the URL names %s, the Host header %s", reqAuthority, hostHeader)}, host)
 	}
 
-	if reason := s.secrets.inHostName(host); reason != "" {
-		e.Host = s.secrets.redactString(host)
+	if reason := s.sec().inHostName(host); reason != "" {
+		e.Host = s.sec().redactString(host)
 		return refuse(http.StatusForbidden, &refusal{verdict: verdictDeny, rule: "secret", reason: reason}, host)
 	}
 	t := tunnel
@@ -268,8 +268,8 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	// Placeholders in the header fields and the URL are replaced (or the
 	// request refused) before the client is told to send its body.
 	var inj *injection
-	if s.secrets != nil {
-		inj = s.secrets.beginRequest(t, scheme)
+	if s.sec() != nil {
+		inj = s.sec().beginRequest(t, scheme)
 		if !inj.request(req) {
 			return s.refuseSecret(bw, e, inj.refused(), t.norm.name)
 		}
@@ -342,7 +342,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	if out.Body != nil {
 		out.Body = &releasingBody{rc: out.Body, h: reqMem}
 	}
-	if s.secrets != nil && s.secrets.vals != nil {
+	if s.sec() != nil && s.sec().vals != nil {
 		// A response must be readable to be redacted: an upstream that
 		// learned a value once can echo it in any later response.
 		limitEncoding(out.Header)
@@ -359,14 +359,17 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 	}
 	if err != nil {
-		msg := s.secrets.redactString(err.Error()) // never a value in a message
+		msg := s.sec().redactString(err.Error()) // never a value in a message
 		e.Verdict, e.Reason = verdictError, "upstream: "+msg
 		s.record(e)
 		writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: upstream: %s\n", host, msg))
 		return false
 	}
+	if note := s.tokenAnswer(req, t, resp, inj); note != "" {
+		e.Reason = note
+	}
 	e.Verdict, e.Status = verdictAllow, resp.StatusCode
-	s.secrets.redactHead(resp)
+	s.sec().redactHead(resp)
 
 	if resp.StatusCode == http.StatusSwitchingProtocols && upgrade != "" {
 		if inj != nil {
@@ -379,8 +382,8 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	resp.Close = req.Close
 	var redacting *endTracker // the upstream body, when it streams through a redactor
 	buffered := false         // the body is in memory
-	if s.secrets != nil && bodyAllowed(req.Method, resp.StatusCode) {
-		if why := s.secrets.unredactable(resp); why != "" {
+	if s.sec() != nil && bodyAllowed(req.Method, resp.StatusCode) {
+		if why := s.sec().unredactable(resp); why != "" {
 			resp.Body.Close()
 			e.Verdict, e.Status, e.Reason = verdictError, 0, "upstream sent "+why+", which cannot be checked for secrets"
 			s.record(e)
@@ -390,7 +393,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		respMem := &held{b: s.mem}
 		defer respMem.releaseAll()
 		s.holdResponse(resp, respMem)
-		redacting, buffered = s.secrets.redactBody(resp)
+		redacting, buffered = s.sec().redactBody(resp)
 	}
 	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
 		if req.ProtoAtLeast(1, 1) {
@@ -418,8 +421,8 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			down.ready = func() bool { return redacting.ended || upConn.r.Buffered() >= need }
 		}
 	}
-	if s.secrets != nil && s.secrets.vals != nil && resp.Trailer != nil {
-		down.end = func() { s.secrets.redactHeader(resp.Trailer) }
+	if s.sec() != nil && s.sec().vals != nil && resp.Trailer != nil {
+		down.end = func() { s.sec().redactHeader(resp.Trailer) }
 	}
 	resp.Body = down
 	err = resp.Write(writerOnly{bw})
@@ -437,7 +440,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		keep = keep && err == nil && !resp.Close
 	}
 	if err != nil {
-		e.Reason = "copying the response: " + s.secrets.redactString(err.Error())
+		e.Reason = "copying the response: " + s.sec().redactString(err.Error())
 	}
 	if inj != nil {
 		if r := inj.refused(); r != nil {
@@ -544,7 +547,7 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 		return false
 	}
 	defer rw.Close()
-	if s.secrets.compressedStream(resp) {
+	if s.sec().compressedStream(resp) {
 		e.Verdict, e.Reason = verdictError, "upstream switched to a WebSocket extension it was not offered, which cannot be checked for secrets"
 		s.record(e)
 		writeText(bw, http.StatusBadGateway, "jail: upstream switched to a WebSocket extension it was not offered, which cannot be checked for secrets\n")
@@ -566,12 +569,12 @@ func (s *Server) upgraded(cl *client, resp *http.Response, e Entry) bool {
 	}
 	idle := watchIdle(s.timeouts.Tunnel, cl.conn, rw)
 	go func() {
-		n, _ := io.Copy(rw, idle.reader(s.secrets.scanStream(cl.br, &found)))
+		n, _ := io.Copy(rw, idle.reader(s.sec().scanStream(cl.br, &found)))
 		rw.Close()
 		done <- n
 	}()
 	var echoed *streamHit
-	e.BytesDown, _ = io.Copy(cl.raw, idle.reader(s.secrets.echoStream(rw, &echoed)))
+	e.BytesDown, _ = io.Copy(cl.raw, idle.reader(s.sec().echoStream(rw, &echoed)))
 	cl.conn.Close()
 	e.BytesUp = <-done
 	idle.stop()
@@ -703,8 +706,8 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		writeText(bw, http.StatusBadRequest, fmt.Sprintf("jail: CONNECT %q: want host:port\n", req.RequestURI))
 		return
 	}
-	if reason := s.secrets.inHostName(host); reason != "" {
-		e.Host, e.Verdict, e.Rule, e.Reason = s.secrets.redactString(host), verdictDeny, "secret", reason
+	if reason := s.sec().inHostName(host); reason != "" {
+		e.Host, e.Verdict, e.Rule, e.Reason = s.sec().redactString(host), verdictDeny, "secret", reason
 		s.record(e)
 		writeText(bw, http.StatusForbidden, "jail: the host name carries a secret\n")
 		return
@@ -959,7 +962,7 @@ func (s *Server) tunnel(c net.Conn, r io.Reader, up net.Conn, e Entry) {
 	c.SetDeadline(time.Time{}) // the idle watch of the relay bounds it
 	var found *streamHit
 	var cut bool
-	e.BytesUp, e.BytesDown, cut = relay(c, s.secrets.scanStream(r, &found), up, s.timeouts.Tunnel)
+	e.BytesUp, e.BytesDown, cut = relay(c, s.sec().scanStream(r, &found), up, s.timeouts.Tunnel)
 	if cut && found == nil {
 		e.Reason = fmt.Sprintf("closed after %v without a byte either way", s.timeouts.Tunnel)
 	}
@@ -971,7 +974,7 @@ func (s *Server) tunnel(c net.Conn, r io.Reader, up net.Conn, e Entry) {
 // or a real value, which cut it.
 func (s *Server) recordStream(e Entry, found *streamHit, what string) {
 	if found != nil {
-		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.s.name, s.secrets.streamReason(found, what, e.Host, e.Port)
+		e.Verdict, e.Rule, e.Reason = verdictDeny, "secret "+found.s.name, s.sec().streamReason(found, what, e.Host, e.Port)
 	}
 	s.record(e)
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,6 +68,11 @@ type Config struct {
 	// is refused when its path looks like a package's and its first byte
 	// does not rule out a JSON object. See publishRequest.
 	DenyCommands []string
+	// TokenEndpoints are the sign-in token endpoints whose answers carry
+	// new tokens: the proxy swaps each for a placeholder it mints, adds
+	// it to Secrets, and hands the real ones to the endpoint's Save. See
+	// TokenEndpoint.
+	TokenEndpoints []TokenEndpoint
 	// Limits caps connections, header sizes and the certificate cache;
 	// Timeouts bounds every wait. Zero fields take the defaults.
 	Limits   Limits
@@ -90,7 +96,8 @@ type Server struct {
 	transport *http.Transport
 	mitm      *tls.Config // cloned per intercepted connection
 	leafKey   *ecdsa.PrivateKey
-	secrets   *secrets // nil without secrets
+	secrets   atomic.Pointer[secrets] // nil without secrets; grows as token endpoints mint placeholders (tokens.go)
+	tokens    tokenState
 	cmds      wireCommands
 	limits    Limits
 	timeouts  Timeouts
@@ -142,7 +149,7 @@ func New(cfg Config) (*Server, error) {
 		session:   cfg.Session,
 		resolve:   cfg.Resolver,
 		leafKey:   leafKey,
-		secrets:   sec,
+		tokens:    tokenState{endpoints: cfg.TokenEndpoints, list: append([]Secret(nil), cfg.Secrets...)},
 		cmds:      parseDenyCommands(cfg.DenyCommands),
 		limits:    cfg.Limits.withDefaults(),
 		timeouts:  cfg.Timeouts.withDefaults(),
@@ -150,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
 	}
+	s.secrets.Store(sec)
 	s.leaves = newLeafCache(s.limits.Leaves)
 	s.mem = newBudget(s.limits.Buffered)
 	if s.total == nil {

@@ -103,8 +103,8 @@ func (s *Server) serveSOCKSConn(c net.Conn) {
 		socksReply(c, socksCmdUnsupport)
 		return
 	}
-	if reason := s.secrets.inHostName(e.Host); reason != "" {
-		e.Host, e.Verdict, e.Rule, e.Reason = s.secrets.redactString(e.Host), verdictDeny, "secret", reason
+	if reason := s.sec().inHostName(e.Host); reason != "" {
+		e.Host, e.Verdict, e.Rule, e.Reason = s.sec().redactString(e.Host), verdictDeny, "secret", reason
 		s.record(e)
 		socksReply(c, socksNotAllowed)
 		return

@@ -1,0 +1,106 @@
+package jail
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+)
+
+// signInRule is an agent's sign-in file: the file its CLI keeps its
+// tokens in, where each token sits in it, and where the provider takes
+// them.
+type signInRule struct {
+	Profile string // the profile that makes the file the agent's
+	Rel     string // relative to the home
+	Format  string // "claude"
+	// Tokens are the JSON paths of the tokens in the file and the secret
+	// each is.
+	Tokens []signInToken
+	// Endpoint is the provider's token endpoint (host and path), where a
+	// refresh token is sent and new tokens come from.
+	EndpointHost, EndpointPath string
+}
+
+// signInToken is one token of a sign-in file.
+type signInToken struct {
+	Path   []string // JSON keys from the top
+	Field  string   // the token endpoint's answer field that replaces it
+	Name   string   // the secret's name
+	Hosts  []string // where the real value is injected
+	Inject []string // where in a request to Hosts
+}
+
+// claudeOAuthHosts are where Claude Code sends its access token.
+var claudeOAuthHosts = []string{"api.anthropic.com"}
+
+// signInRules are the sign-in files jail knows, read from the CLIs'
+// code: Claude Code keeps {"claudeAiOauth": {"accessToken",
+// "refreshToken", "expiresAt" (ms), "scopes", ...}} in
+// ~/.claude/.credentials.json (mode 0600), sends the access token as
+// "Authorization: Bearer", and refreshes with a JSON POST of
+// {"grant_type": "refresh_token", "refresh_token", "client_id", "scope"}
+// to its OAuth TOKEN_URL, which answers {"access_token", "refresh_token",
+// "expires_in" (s), "scope"}.
+var signInRules = []signInRule{{
+	Profile: "claude", Rel: ".claude/.credentials.json", Format: "claude",
+	Tokens: []signInToken{
+		{Path: []string{"claudeAiOauth", "accessToken"}, Field: "access_token", Name: "CLAUDE_OAUTH_ACCESS_TOKEN",
+			Hosts: claudeOAuthHosts, Inject: []string{"header:Authorization"}},
+		{Path: []string{"claudeAiOauth", "refreshToken"}, Field: "refresh_token", Name: "CLAUDE_OAUTH_REFRESH_TOKEN",
+			Hosts: []string{"platform.claude.com"}, Inject: []string{"body"}},
+	},
+	EndpointHost: "platform.claude.com", EndpointPath: "/v1/oauth/token",
+}}
+
+// SignInFile is an agent's sign-in file shown inside as a session copy
+// whose tokens are placeholders. The host file is never bound into the
+// jail; only the proxy's refresh path writes it.
+type SignInFile struct {
+	Path string // inside
+	Host string // the host file (a symlink's target)
+	Copy string // host path of the session copy, written before the jail starts
+	Rule signInRule
+}
+
+// signInSpot is where a sign-in file stands for the plan.
+type signInSpot struct {
+	Host     string // the host file
+	Exists   bool   // a readable regular file
+	Writable bool   // inside a tree the jail may write
+}
+
+// planSignIn adds to p, for each sign-in file of p's profiles visible
+// inside, a session copy bound over it; a missing one in a writable tree
+// is held by a placeholder bound read-only, so that nothing can plant it.
+func planSignIn(p *Plan, home, sessionDir string, where func(path string) (signInSpot, bool)) {
+	for _, rule := range signInRules {
+		if !slices.Contains(p.Profiles, rule.Profile) {
+			continue
+		}
+		path := filepath.Join(home, rule.Rel)
+		spot, ok := where(path)
+		switch {
+		case !ok:
+		case spot.Exists:
+			cp := filepath.Join(sessionDir, fmt.Sprintf("signin-%d%s", len(p.SignIn), filepath.Ext(rule.Rel)))
+			p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: cp, Rule: rule})
+			kind := "ro-bind"
+			if spot.Writable {
+				kind = "bind"
+			}
+			p.Ops = append(p.Ops, Op{Kind: kind, Src: cp, Dest: path, Why: "sign-in tokens: placeholders inside"})
+		case spot.Writable:
+			p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: spot.Host})
+			p.Ops = append(p.Ops, Op{Kind: "mask", Dest: path, Why: "sign-in tokens: none; a placeholder on the host while the jail runs"})
+		}
+	}
+}
+
+// signInInterest are the sign-in files whose facts a plan needs.
+func signInInterest(home string) []string {
+	var out []string
+	for _, r := range signInRules {
+		out = append(out, filepath.Join(home, r.Rel))
+	}
+	return out
+}

@@ -1,0 +1,276 @@
+package jail
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jailsh/jail/proxy"
+)
+
+// maxSignInFile bounds a sign-in file read: a few tokens and their
+// metadata.
+const maxSignInFile = 1 << 20
+
+// prepareSignIn writes the session copy of each sign-in file, its tokens
+// replaced by placeholders, and returns the tokens as secrets.
+func prepareSignIn(plan *Plan) ([]proxy.Secret, error) {
+	var out []proxy.Secret
+	for _, sf := range plan.SignIn {
+		secrets, err := copySignInFile(plan.SecretKey, sf)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, secrets...)
+	}
+	return out, nil
+}
+
+func copySignInFile(key SessionKey, sf SignInFile) ([]proxy.Secret, error) {
+	for _, d := range []string{filepath.Dir(filepath.Dir(sf.Copy)), filepath.Dir(sf.Copy)} {
+		if err := ensurePrivateDir(d); err != nil {
+			return nil, err
+		}
+	}
+	raw, err := readBounded(sf.Host, maxSignInFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sign-in file %s: %w; make it readable or remove it", sf.Host, err)
+	}
+	doc, err := decodeJSONObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("the sign-in file %s is not a JSON object (%v); sign in again or remove it", sf.Host, err)
+	}
+	var out []proxy.Secret
+	for _, tok := range sf.Rule.Tokens {
+		v, _ := lookupString(doc, tok.Path)
+		if v == "" {
+			continue
+		}
+		ph := key.Placeholder(tok.Name, v, 0)
+		setString(doc, tok.Path, ph)
+		out = append(out, proxy.Secret{Name: tok.Name, Placeholder: ph, Value: v, Hosts: tok.Hosts, Inject: tok.Inject})
+	}
+	copy, err := encodeJSON(doc)
+	if err != nil {
+		return nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
+	}
+	for _, s := range out {
+		if bytes.Contains(copy, []byte(s.Value)) { // the same token under another key
+			return nil, fmt.Errorf("the sign-in file %s holds its %s outside %s too; sign in again to rewrite it", sf.Host, s.Name, strings.Join(tokenPath(sf.Rule, s.Name), "."))
+		}
+	}
+	if err := os.WriteFile(sf.Copy, copy, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
+	}
+	return out, nil
+}
+
+func tokenPath(r signInRule, name string) []string {
+	for _, t := range r.Tokens {
+		if t.Name == name {
+			return t.Path
+		}
+	}
+	return nil
+}
+
+// signInEndpoints are the token endpoints of the plan's sign-in files:
+// the proxy mints a new placeholder for each new token and Save writes
+// the real tokens into the host file.
+func signInEndpoints(plan *Plan) []proxy.TokenEndpoint {
+	var out []proxy.TokenEndpoint
+	for _, sf := range plan.SignIn {
+		st := &signInState{file: sf, key: plan.SecretKey, ord: map[string]int{}, minted: map[string]bool{}}
+		tokens := map[string]proxy.TokenSecret{}
+		for _, t := range sf.Rule.Tokens {
+			tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject}
+		}
+		out = append(out, proxy.TokenEndpoint{Host: sf.Rule.EndpointHost, Path: sf.Rule.EndpointPath,
+			Tokens: tokens, Carrying: refreshName(sf.Rule), Mint: st.mint, Save: st.save})
+	}
+	return out
+}
+
+// refreshName is the name of the secret of a rule's refresh token: the
+// one the token endpoint's answers are taken for.
+func refreshName(r signInRule) string {
+	for _, t := range r.Tokens {
+		if t.Field == "refresh_token" {
+			return t.Name
+		}
+	}
+	return ""
+}
+
+// signInState is one sign-in file's tokens minted in a session.
+type signInState struct {
+	file   SignInFile
+	key    SessionKey
+	mu     sync.Mutex
+	ord    map[string]int  // the last ordinal minted per secret name
+	minted map[string]bool // placeholders minted
+}
+
+// mint returns a new placeholder for a new value of field: the session
+// key's, at the name's next ordinal (0 is the file's own token).
+func (st *signInState) mint(field, value string) string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	name := field
+	for _, t := range st.file.Rule.Tokens {
+		if t.Field == field {
+			name = t.Name
+		}
+	}
+	st.ord[name]++
+	ph := st.key.Placeholder(name, value, st.ord[name])
+	st.minted[ph] = true
+	return ph
+}
+
+// save writes the answer's real tokens into the host file, keeping its
+// other fields: atomically, mode 0600. A value that is a placeholder is
+// never written.
+func (st *signInState) save(answer map[string]any) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	raw, err := readBounded(st.file.Host, maxSignInFile)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", st.file.Host, err)
+	}
+	doc := map[string]any{}
+	if len(raw) > 0 {
+		if doc, err = decodeJSONObject(raw); err != nil {
+			return fmt.Errorf("%s is no longer a JSON object: %w", st.file.Host, err)
+		}
+	}
+	changed := false
+	for _, t := range st.file.Rule.Tokens {
+		v, ok := answer[t.Field].(string)
+		if !ok || v == "" {
+			continue
+		}
+		if st.minted[v] || strings.Contains(v, "jail") && placeholderShaped(v) {
+			return fmt.Errorf("the token endpoint answered a placeholder as %s", t.Field)
+		}
+		setString(doc, t.Path, v)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	if st.file.Rule.Format == "claude" {
+		claudeTokenMeta(doc, answer, time.Now())
+	}
+	b, err := encodeJSON(doc)
+	if err != nil {
+		return err
+	}
+	return writeInPlace(st.file.Host, b)
+}
+
+// writeInPlace rewrites path's content in place, mode 0600, and syncs
+// it. Not a rename: the jail's session copy is bound over the host file's
+// name, and a rename over that name on the host would detach the bind
+// inside (the kernel drops mounts on a replaced name in every namespace),
+// showing the jail the real file. No spare copy beside it either: the
+// directory is the jail's to read.
+func writeInPlace(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, step := range []func() error{
+		func() error { return f.Chmod(0o600) },
+		func() error { return f.Truncate(0) },
+		func() error { _, err := f.WriteAt(b, 0); return err },
+		f.Sync,
+	} {
+		if err := step(); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	return nil
+}
+func decodeJSONObject(b []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("null")
+	}
+	return m, nil
+}
+
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// lookupString returns the string at path in doc.
+func lookupString(doc map[string]any, path []string) (string, bool) {
+	var cur any = doc
+	for _, k := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		cur = m[k]
+	}
+	s, ok := cur.(string)
+	return s, ok
+}
+
+// setString sets the string at path in doc, making the objects on the
+// way.
+func setString(doc map[string]any, path []string, v string) {
+	m := doc
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// placeholderShaped reports whether v is made only of the bytes of a
+// placeholder and carries its marker where a jail placeholder does.
+func placeholderShaped(v string) bool {
+	return strings.HasPrefix(v, proxy.PlaceholderPrefix) || strings.Contains(v, "-jail") || strings.Contains(v, ".jail")
+}
+
+// claudeTokenMeta sets claudeAiOauth's expiresAt (ms) and scopes from a
+// token answer's expires_in (s) and scope, as Claude Code itself does.
+func claudeTokenMeta(doc, answer map[string]any, now time.Time) {
+	o, _ := doc["claudeAiOauth"].(map[string]any)
+	if o == nil {
+		return
+	}
+	if n, ok := answer["expires_in"].(json.Number); ok {
+		if s, err := n.Int64(); err == nil {
+			o["expiresAt"] = json.Number(fmt.Sprint(now.UnixMilli() + s*1000))
+		}
+	}
+	if sc, ok := answer["scope"].(string); ok && sc != "" {
+		o["scopes"] = strings.Fields(sc)
+	}
+}

@@ -1,0 +1,86 @@
+package jail
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func signInFixture(t *testing.T, content string) (SignInFile, SessionKey) {
+	t.Helper()
+	dir := t.TempDir()
+	host := filepath.Join(dir, "home", ".credentials.json")
+	os.MkdirAll(filepath.Dir(host), 0o700)
+	if err := os.WriteFile(host, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sess := filepath.Join(dir, "run", "session")
+	return SignInFile{Path: host, Host: host, Copy: filepath.Join(sess, "signin-0.json"), Rule: signInRules[0]}, SessionKey("test-key")
+}
+
+const (
+	testAccess  = "sk-ant-oat01-realAccessTokenRealAccessTokenRealAccessToken-AA"
+	testRefresh = "sk-ant-ort01-realRefreshTokenRealRefreshTokenRealRefresh-AA"
+)
+
+// The session copy holds shaped placeholders and every other field; a
+// file that holds a token outside its place (where no placeholder would
+// stand for it) is refused rather than copied.
+func TestCopySignInFile(t *testing.T) {
+	sf, key := signInFixture(t, `{"claudeAiOauth":{"accessToken":"`+testAccess+`","refreshToken":"`+testRefresh+`","expiresAt":1,"subscriptionType":"max"},"other":{"n":12345678901234567890}}`)
+	secrets, err := copySignInFile(key, sf)
+	if err != nil || len(secrets) != 2 {
+		t.Fatalf("copySignInFile: %v, %v", secrets, err)
+	}
+	b, _ := os.ReadFile(sf.Copy)
+	if strings.Contains(string(b), testAccess) || strings.Contains(string(b), testRefresh) ||
+		!strings.Contains(string(b), `"sk-ant-oat01-jail`) || !strings.Contains(string(b), `"n":12345678901234567890`) || !strings.Contains(string(b), `"subscriptionType":"max"`) {
+		t.Errorf("the session copy: %s", b)
+	}
+	sf2, _ := signInFixture(t, `{"claudeAiOauth":{"accessToken":"`+testAccess+`"},"backup":"`+testAccess+`"}`)
+	if _, err := copySignInFile(key, sf2); err == nil {
+		t.Errorf("a token copied under another key was not refused")
+	}
+	sf3, _ := signInFixture(t, `not json`)
+	if _, err := copySignInFile(key, sf3); err == nil {
+		t.Errorf("an invalid sign-in file was copied")
+	}
+}
+
+// save writes the real new tokens in place (the same inode, which the
+// jail's bind hangs on), mode 0600, the other fields kept; a placeholder
+// is never written.
+func TestSignInSave(t *testing.T) {
+	sf, key := signInFixture(t, `{"claudeAiOauth":{"accessToken":"`+testAccess+`","refreshToken":"`+testRefresh+`","expiresAt":1,"subscriptionType":"max"}}`)
+	os.Chmod(sf.Host, 0o644)
+	var before syscall.Stat_t
+	syscall.Stat(sf.Host, &before)
+	ep := signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: key})[0]
+	ph := ep.Mint("access_token", "sk-ant-oat01-newAccessTokenNewAccessTokenNewAccessToken-AA")
+	if err := ep.Save(map[string]any{"access_token": ph}); err == nil {
+		t.Errorf("a minted placeholder was saved")
+	}
+	err := ep.Save(map[string]any{"access_token": "sk-ant-oat01-new", "refresh_token": "sk-ant-ort01-new", "expires_in": json.Number("3600"), "scope": "a b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(sf.Host)
+	var got struct {
+		O map[string]any `json:"claudeAiOauth"`
+	}
+	json.Unmarshal(b, &got)
+	if got.O["accessToken"] != "sk-ant-oat01-new" || got.O["refreshToken"] != "sk-ant-ort01-new" || got.O["subscriptionType"] != "max" || got.O["expiresAt"].(float64) < 2 {
+		t.Errorf("the host file after save: %s", b)
+	}
+	var after syscall.Stat_t
+	syscall.Stat(sf.Host, &after)
+	if after.Ino != before.Ino || after.Mode&0o777 != 0o600 {
+		t.Errorf("save replaced the file or left its mode: inode %d -> %d, mode %o", before.Ino, after.Ino, after.Mode&0o777)
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(sf.Host), "*")); len(m) != 1 {
+		t.Errorf("save left files beside the host file, where the jail can read them: %v", m)
+	}
+}

@@ -1,0 +1,213 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// TokenEndpoint is a sign-in provider's token endpoint (an OAuth 2 token
+// URL). A successful JSON answer to a POST there carries new tokens: the
+// proxy swaps each for a placeholder from Mint before the client sees the
+// answer, adds the placeholder as a secret of the session (so that the
+// client's next requests with it get the real value injected), and hands
+// the answer with the real values to Save, which keeps them outside the
+// jail. The request itself gets its real refresh token the ordinary way:
+// the refresh token's placeholder is a Secret bound to Host and "body".
+type TokenEndpoint struct {
+	// Host is the endpoint's host, with the syntax and matching of
+	// Rules.Allow ("platform.example.com", an optional ":port").
+	Host string
+	// Path is the endpoint's URL path, matched exactly ("/v1/oauth/token").
+	Path string
+	// Tokens maps a top-level string field of the answer
+	// ("access_token") to the secret its new value becomes.
+	Tokens map[string]TokenSecret
+	// Mint returns a new placeholder for the new value of field: one the
+	// session has not used, of the shape Secret.Placeholder requires.
+	Mint func(field, value string) string
+	// Carrying names the secret (the refresh token's) that must have been
+	// injected into the request for its answer to be taken: an answer to
+	// a request with a token of the client's own (another account's)
+	// reaches the client as it is and is never saved. Empty takes every
+	// answer.
+	Carrying string
+	// Save receives the answer, decoded with json.Decoder.UseNumber, with
+	// the real values, before the client sees it. An error is logged and
+	// the client still gets the placeholders.
+	Save func(answer map[string]any) error
+}
+
+// TokenSecret is what a new token from a TokenEndpoint becomes: the Name,
+// Hosts and Inject of its Secret.
+type TokenSecret struct {
+	Name   string
+	Hosts  []string
+	Inject []string
+}
+
+// maxMinted bounds the secrets token endpoints may add to one session: a
+// refresh an hour is a few dozen in a day.
+const maxMinted = 1024
+
+// tokenState is a Server's token endpoints and the secrets they added.
+type tokenState struct {
+	endpoints []TokenEndpoint
+	mu        sync.Mutex
+	list      []Secret // every secret of the session, the Config's first
+	minted    int
+}
+
+// sec is the session's secrets as they are now (nil without any).
+func (s *Server) sec() *secrets { return s.secrets.Load() }
+
+// tokenEndpoint returns the endpoint a request to t at path is for.
+func (s *Server) tokenEndpoint(t *target, method, path string) *TokenEndpoint {
+	if method != http.MethodPost {
+		return nil
+	}
+	for i := range s.tokens.endpoints {
+		ep := &s.tokens.endpoints[i]
+		if e, err := parseEntry(ep.Host); err == nil && e.matches(t.norm, t.port) && path == ep.Path {
+			return ep
+		}
+	}
+	return nil
+}
+
+// addSecrets makes add secrets of the session.
+func (s *Server) addSecrets(add []Secret) error {
+	s.tokens.mu.Lock()
+	defer s.tokens.mu.Unlock()
+	if s.tokens.minted+len(add) > maxMinted {
+		return fmt.Errorf("more than %d tokens minted in one session", maxMinted)
+	}
+	list := append(append([]Secret(nil), s.tokens.list...), add...)
+	ss, err := newSecrets(list)
+	if err != nil {
+		return err
+	}
+	s.tokens.list, s.tokens.minted = list, s.tokens.minted+len(add)
+	s.secrets.Store(ss)
+	return nil
+}
+
+// tokenAnswer swaps the new tokens of a token endpoint's answer for new
+// placeholders (see TokenEndpoint). It returns what went wrong, for the
+// log, or "". An answer that cannot be read whole is not passed on: a
+// token in it would reach the client.
+func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, inj *injection) string {
+	ep := s.tokenEndpoint(t, req.Method, req.URL.Path)
+	if ep == nil || resp.StatusCode/100 != 2 {
+		return ""
+	}
+	if ep.Carrying != "" && (inj == nil || !slices.Contains(inj.names(), ep.Carrying)) {
+		return ""
+	}
+	body, err := readAnswer(resp)
+	resp.Body.Close()
+	if err != nil {
+		setBody(resp, http.StatusBadGateway, []byte(`{"error":"jail: the token endpoint's answer could not be read"}`))
+		return "token endpoint: " + err.Error()
+	}
+	answer, err := decodeAnswer(body)
+	if err != nil {
+		setBody(resp, http.StatusBadGateway, []byte(`{"error":"jail: the token endpoint's answer is not a JSON object"}`))
+		return "token endpoint: " + err.Error()
+	}
+	real, minted := mintTokens(ep, answer)
+	if len(minted) == 0 {
+		setBody(resp, resp.StatusCode, body)
+		return ""
+	}
+	if err := s.addSecrets(minted); err != nil {
+		setBody(resp, http.StatusBadGateway, []byte(`{"error":"jail: the new tokens could not be kept"}`))
+		return "token endpoint: " + err.Error()
+	}
+	note := ""
+	if ep.Save != nil {
+		if err := ep.Save(real); err != nil {
+			note = "token endpoint: saving the new tokens: " + s.sec().redactString(err.Error())
+		}
+	}
+	out, _ := json.Marshal(answer)
+	setBody(resp, resp.StatusCode, out)
+	return note
+}
+
+// mintTokens replaces, in answer, the value of every field ep names with
+// a new placeholder, and returns a copy of answer with the real values
+// and the new secrets.
+func mintTokens(ep *TokenEndpoint, answer map[string]any) (map[string]any, []Secret) {
+	real := make(map[string]any, len(answer))
+	for k, v := range answer {
+		real[k] = v
+	}
+	var minted []Secret
+	for field, ts := range ep.Tokens {
+		v, ok := answer[field].(string)
+		if !ok || v == "" || ep.Mint == nil {
+			continue
+		}
+		ph := ep.Mint(field, v)
+		minted = append(minted, Secret{Name: ts.Name, Placeholder: ph, Value: v, Hosts: ts.Hosts, Inject: ts.Inject})
+		answer[field] = ph
+	}
+	return real, minted
+}
+
+// readAnswer reads a token endpoint's answer whole (at most
+// maxSecretBody bytes), gzip decoded.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	var r io.Reader = resp.Body
+	switch ce := strings.TrimSpace(resp.Header.Get("Content-Encoding")); {
+	case gzipped(ce):
+		zr, err := gzip.NewReader(io.LimitReader(resp.Body, maxSecretBody))
+		if err != nil {
+			return nil, fmt.Errorf("reading the gzip answer: %w", err)
+		}
+		r = zr
+	case ce != "" && !strings.EqualFold(ce, "identity"):
+		return nil, fmt.Errorf("an answer in %q", ce)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxSecretBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if len(b) > maxSecretBody {
+		return nil, errors.New("an answer larger than the largest body read whole")
+	}
+	return b, nil
+}
+
+// decodeAnswer decodes a JSON object, numbers kept as written.
+func decodeAnswer(b []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil || m == nil {
+		return nil, errors.New("the answer is not a JSON object")
+	}
+	return m, nil
+}
+
+// setBody makes b the whole body of resp, with no content coding.
+func setBody(resp *http.Response, status int, b []byte) {
+	if status != resp.StatusCode {
+		resp.StatusCode, resp.Status = status, strconv.Itoa(status)+" "+http.StatusText(status)
+		resp.Header = http.Header{"Content-Type": {"application/json"}}
+	}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	resp.TransferEncoding = nil
+	resp.ContentLength = int64(len(b))
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+}
