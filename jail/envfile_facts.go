@@ -97,31 +97,17 @@ func envFileSecrets(pol *Policy, f *Facts) map[string][]string {
 		forced[n] = true
 	}
 	out := map[string][]string{}
-	for _, pat := range secretFiles(pol) {
-		files := []string{pat}
-		if HasMeta(pat) {
-			files = f.Matches[pat]
+	for _, src := range f.secretFilePaths(pol) {
+		_, found := MaskEnvFile(readEnvFile(src), forced, func(name, _ string) (string, []SecretPiece) {
+			return "", []SecretPiece{{Name: name}}
+		})
+		var names []string
+		for _, fv := range found {
+			names = append(names, fv.Name)
 		}
-		for _, path := range files {
-			in := f.info(path)
-			if !in.Exists || in.Dir || in.Unreadable {
-				continue
-			}
-			src := path
-			if in.Resolved != "" {
-				src = in.Resolved
-			}
-			_, found := MaskEnvFile(readEnvFile(src), forced, func(name, _ string) (string, []SecretPiece) {
-				return "", []SecretPiece{{Name: name}}
-			})
-			var names []string
-			for _, fv := range found {
-				names = append(names, fv.Name)
-			}
-			if len(names) > 0 {
-				sort.Strings(names)
-				out[src] = union(nil, names)
-			}
+		if len(names) > 0 {
+			sort.Strings(names)
+			out[src] = union(nil, names)
 		}
 	}
 	return out

@@ -23,6 +23,11 @@ const maxInflated = 16 * maxSecretBody
 
 var errInflated = fmt.Errorf("a gzip request body that inflates past %d MiB is not checked for secrets, so it is not sent", maxInflated>>20)
 
+// errGzipTooLarge refuses a gzip request body larger than the largest
+// one inflated for the check: streamed on compressed, it could carry a
+// real value out of sight.
+var errGzipTooLarge = fmt.Errorf("a gzip request body larger than %d MiB is not checked for secrets, so it is not sent", maxSecretBody>>20)
+
 // budget bounds the bytes that the requests of one Server hold in memory
 // whole at once: request bodies read before they are sent (to rewrite
 // placeholders, or to tell an npm publish) and responses redacted whole.
@@ -204,7 +209,7 @@ func boundRewrite(r replacer, n int) replacer {
 // bodyError logs a request whose body could not be read or checked, and
 // tells the client why when the body is the reason.
 func (s *Server) bodyError(bw *bufio.Writer, e Entry, err error) bool {
-	if errors.Is(err, errInflated) || errors.Is(err, errRewritten) {
+	if errors.Is(err, errInflated) || errors.Is(err, errGzipTooLarge) || errors.Is(err, errRewritten) {
 		hint := "send it uncompressed"
 		if errors.Is(err, errRewritten) {
 			hint = "send it in smaller requests"

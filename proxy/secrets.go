@@ -696,7 +696,8 @@ func bodyEscaping(contentType string) (escaping, bool) {
 //   - a larger chunked textual body is streamed, rewritten on the way (a
 //     sliding window finds what is split across reads);
 //   - a gzip-encoded body up to maxSecretBody is read whole and checked
-//     as it inflates, then sent as it came;
+//     as it inflates, then sent as it came; a larger one is refused
+//     (errGzipTooLarge), since its compressed bytes hide what it holds;
 //   - any other body (binary, compressed, or textual with a
 //     Content-Length above maxSecretBody) is streamed unchanged, bound
 //     placeholders kept, and a real value or a placeholder to a host its
@@ -706,7 +707,7 @@ func bodyEscaping(contentType string) (escaping, bool) {
 //
 // It returns false when the request must be refused now, and an error
 // when the client's body could not be read, or checked within bounds
-// (errInflated, errRewritten).
+// (errInflated, errGzipTooLarge, errRewritten).
 func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 	textual := false
 	var esc escaping
@@ -720,14 +721,17 @@ func (in *injection) body(out *http.Request, body *countingBody) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if len(b) <= maxSecretBody {
-			if ok, err := in.inflatedClean(b); !ok {
-				return false, err
-			}
-			out.Body = &readCloser{Reader: in.trailerChecked(bytes.NewReader(b), out), c: body}
-			return true, nil
+		if len(b) > maxSecretBody {
+			return false, errGzipTooLarge
 		}
-		head = b
+		if ok, err := in.inflatedClean(b); !ok {
+			return false, err
+		}
+		out.Body = &readCloser{Reader: in.trailerChecked(bytes.NewReader(b), out), c: body}
+		return true, nil
+	}
+	if gzipped(ce) {
+		return false, errGzipTooLarge
 	}
 	if textual && out.ContentLength <= maxSecretBody {
 		b, err := readUpTo(body, out.ContentLength, maxSecretBody)

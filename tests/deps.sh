@@ -12,6 +12,7 @@ command -v git >/dev/null 2>&1 || need="$need git"
 command -v make >/dev/null 2>&1 || need="$need make"
 if [ "${1:-}" = "--test" ]; then
 	[ -x /usr/bin/python3 ] || need="$need python3"
+	[ -e /usr/include/asm-generic/unistd.h ] || need="$need linux-libc-dev" # the syscall tables are checked against it
 	command -v node >/dev/null 2>&1 || need="$need nodejs"
 	command -v npm >/dev/null 2>&1 || need="$need npm" # not part of every distribution's nodejs
 	command -v tmux >/dev/null 2>&1 || need="$need tmux"
