@@ -57,6 +57,9 @@ func planAgentSandbox(p *Plan, pol *Policy, jailVars map[string]string) (map[str
 		if !ok {
 			return nil, fmt.Errorf("agentSandbox %q is not an agent jail knows; use one of %s", name, strings.Join(AgentSandboxNames(), ", "))
 		}
+		if err := ManagedSandboxRefusal(name); err != nil {
+			return nil, err
+		}
 		argv, line, err := a.plan(p.Argv, jailVars)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,8 @@
 package jail
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -114,5 +116,55 @@ func TestAgentSandboxKey(t *testing.T) {
 	pol, err := Resolve([]*Config{{AgentSandbox: "gemini"}, c, {AgentSandbox: "codex"}}, "/p", "/h", Options{})
 	if err != nil || !slices.Equal(pol.AgentSandbox, []string{"codex", "gemini"}) {
 		t.Errorf("merged %q %v", pol.AgentSandbox, err)
+	}
+}
+
+// TestManagedSandboxRefused: managed settings that keep an agent's own
+// sandbox on, above every flag jail passes, refuse the run with the file
+// and the setting; settings that leave it off, or say nothing, do not.
+func TestManagedSandboxRefused(t *testing.T) {
+	write := func(t *testing.T, root, rel, body string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		agent, name string
+		files       map[string]string
+		want        string // "" for no refusal
+	}{
+		{"claude", "none", nil, ""},
+		{"claude", "on", map[string]string{"etc/claude-code/managed-settings.json": `{"sandbox":{"enabled":true}}`}, "/etc/claude-code/managed-settings.json: Claude Code's managed settings turn its own sandbox on"},
+		{"claude", "off", map[string]string{"etc/claude-code/managed-settings.json": `{"sandbox":{"enabled":false}}`}, ""},
+		{"claude", "drop-in on", map[string]string{"etc/claude-code/managed-settings.json": `{"sandbox":{"enabled":false}}`, "etc/claude-code/managed-settings.d/50-sandbox.json": `{"sandbox":{"enabled":true}}`}, "managed-settings.d/50-sandbox.json"},
+		{"claude", "drop-in off last", map[string]string{"etc/claude-code/managed-settings.d/10.json": `{"sandbox":{"enabled":true}}`, "etc/claude-code/managed-settings.d/20.json": `{"sandbox":{"enabled":false}}`}, ""},
+		{"codex", "none", nil, ""},
+		{"codex", "requirements", map[string]string{"etc/codex/requirements.toml": "allowed_sandbox_modes = [\"read-only\", \"workspace-write\"]\n"}, "/etc/codex/requirements.toml: Codex's requirements allow only the sandbox modes"},
+		{"codex", "requirements allow it", map[string]string{"etc/codex/requirements.toml": "allowed_sandbox_modes = [\"read-only\", \"danger-full-access\"]\n"}, ""},
+		{"codex", "managed", map[string]string{"etc/codex/managed_config.toml": "sandbox_mode = 'workspace-write'\n"}, `/etc/codex/managed_config.toml: Codex's managed config sets sandbox_mode "workspace-write"`},
+		{"codex", "managed full", map[string]string{"etc/codex/managed_config.toml": "sandbox_mode = \"danger-full-access\"\n"}, ""},
+	} {
+		t.Run(tt.agent+" "+tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for rel, body := range tt.files {
+				write(t, root, rel, body)
+			}
+			old := managedRoot
+			managedRoot = root
+			defer func() { managedRoot = old }()
+			p := &Plan{Argv: []string{tt.agent, "exec"}}
+			_, err := planAgentSandbox(p, &Policy{AgentSandbox: []string{tt.agent}}, nil)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "change it there")):
+				t.Errorf("got %v, want a refusal naming %q and the fix", err, tt.want)
+			}
+		})
 	}
 }

@@ -2,7 +2,6 @@ package jail
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -308,21 +307,4 @@ func secretPieces(secrets []proxy.Secret) []SecretPiece {
 		out[i] = SecretPiece{Name: s.Name, Value: s.Value, Placeholder: s.Placeholder}
 	}
 	return out
-}
-
-// readBounded reads a file of at most max bytes.
-func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
-	}
-	return b, nil
 }

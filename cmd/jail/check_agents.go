@@ -22,6 +22,10 @@ func addAgentSandboxes(add func(ok, required bool, name, detail string)) {
 			continue
 		}
 		if got := profileAgentSandbox(c, home, 0); got == name {
+			if err := jail.ManagedSandboxRefusal(name); err != nil {
+				add(false, false, row, err.Error())
+				continue
+			}
 			add(true, false, row, jail.AgentSandboxSummary(name))
 			continue
 		}
