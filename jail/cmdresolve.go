@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -150,9 +151,88 @@ func (r *cmdResolver) expose(p string, depth int) error {
 		return nil
 	}
 	if filepath.IsAbs(interp) {
-		return r.expose(interp, depth+1)
+		if err := r.expose(interp, depth+1); err != nil {
+			return err
+		}
+	}
+	if !shellInterp(interp, arg) {
+		return nil
+	}
+	for _, target := range r.shimTargets(final) {
+		if err := r.expose(target, depth+1); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// maxShimScript bounds how much of a shell script is read for the
+// programs it execs.
+const maxShimScript = 8 << 10
+
+// shellInterp reports whether a "#!" line runs a POSIX shell.
+func shellInterp(interp, arg string) bool {
+	if filepath.Base(interp) == "env" {
+		interp = arg
+	}
+	switch filepath.Base(interp) {
+	case "sh", "bash", "dash", "zsh", "ksh":
+		return true
+	}
+	return false
+}
+
+// shimTargets are the programs a shell shim execs (the wrapper an
+// installer leaves on PATH: npm's and pnpm's cmd-shims, an older Claude
+// Code's ~/.claude/local/claude): the words of its `exec` lines that name
+// an existing file, with $basedir or the script's own directory resolved,
+// and the bare program names its PATH finds. It only reads the script;
+// what it names is shown read-only and checked like any install tree.
+func (r *cmdResolver) shimTargets(script string) []string {
+	b := readPrefix(script, maxShimScript)
+	dir := filepath.Dir(script)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		words := strings.Fields(strings.TrimSpace(line))
+		if len(words) < 2 || words[0] != "exec" {
+			continue
+		}
+		for i, w := range words[1:] {
+			w = strings.Trim(w, `"'`)
+			for _, v := range []string{"$basedir", "${basedir}"} {
+				if strings.HasPrefix(w, v+"/") {
+					w = dir + w[len(v):]
+				}
+			}
+			switch {
+			case filepath.IsAbs(w):
+				if fi, err := os.Stat(w); err == nil && fi.Mode().IsRegular() {
+					out = append(out, filepath.Clean(w))
+				}
+			case i == 0 && !strings.ContainsAny(w, "/$`"):
+				if q := hostLookPath(w, r.path, ""); q != "" {
+					out = append(out, q)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readPrefix reads at most n bytes of a regular file: a long script's
+// head is where a shim's exec lines are.
+func readPrefix(path string, n int) []byte {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	buf := make([]byte, n)
+	m, _ := io.ReadFull(f, buf)
+	return buf[:m]
 }
 
 // follow walks p's symlink chain to the file it ends in, recording the

@@ -3,6 +3,7 @@ package jail
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -147,5 +148,32 @@ func TestExposeCommandNotFound(t *testing.T) {
 	pol.Mode = "learning"
 	if c, err := ExposeCommand(pol, []string{"no-such-tool"}, home, project, "/usr/bin"); c != nil || err != nil {
 		t.Errorf("learning: %v, %v", c, err)
+	}
+}
+
+// TestExposeCommandShellShims: the wrappers installers leave on PATH (a
+// pnpm cmd-shim execing node on "$basedir/…", an older Claude Code's
+// ~/.claude/local/claude execing an absolute path) show the install
+// prefix of what they exec.
+func TestExposeCommandShellShims(t *testing.T) {
+	home, _, pol := cmdHome(t)
+	pkg := filepath.Join(home, ".local/share/pnpm/global/5/node_modules/@acme/tool")
+	writeExec(t, filepath.Join(pkg, "cli.js"), "#!/usr/bin/env node\nconsole.log('hi')\n")
+	shim := filepath.Join(home, ".local/share/pnpm/tool")
+	writeExec(t, shim, "#!/bin/sh\nbasedir=$(dirname \"$(echo \"$0\" | sed -e 's,\\\\,/,g')\")\n"+
+		"if [ -x \"$basedir/node\" ]; then\n  exec \"$basedir/node\"  \"$basedir/global/5/node_modules/@acme/tool/cli.js\" \"$@\"\nelse\n"+
+		"  exec node  \"$basedir/global/5/node_modules/@acme/tool/cli.js\" \"$@\"\nfi\n")
+	local := filepath.Join(home, ".acme/local")
+	writeExec(t, filepath.Join(local, "node_modules/@acme/other/bin.js"), "#!/usr/bin/env node\n")
+	symlink(t, "@acme/other/bin.js", filepath.Join(local, "node_modules/.bin-other"))
+	writeExec(t, filepath.Join(local, "other"), "#!/bin/bash\nexec \""+filepath.Join(local, "node_modules/.bin-other")+"\" \"$@\"\n")
+	for _, tt := range []struct{ dir, name, want string }{
+		{filepath.Dir(shim), "tool", filepath.Join(home, ".local/share/pnpm/global/5")}, // the prefix holding node_modules
+		{local, "other", local},
+	} {
+		c, err := ExposeCommand(pol, []string{tt.name}, home, "/", tt.dir+":/usr/bin:/bin")
+		if err != nil || c == nil || !slices.Contains(c.Trees, tt.want) {
+			t.Errorf("ExposeCommand(%s) = %+v, %v; want %s among the trees", tt.name, c, err, tt.want)
+		}
 	}
 }

@@ -216,3 +216,28 @@ func TestHiddenInstallClaude(t *testing.T) {
 		}
 	})
 }
+
+// TestHiddenInstallShellShim: a pnpm-style cmd-shim on PATH execs node on
+// a package beside it; the jail shows the package's install prefix and
+// the command runs. A shim that execs a file in a credential store is
+// refused in one line, and shows nothing of it.
+func TestHiddenInstallShellShim(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		pnpm := s.Home + "/.local/share/pnpm"
+		s.WriteFile(pnpm+"/global/5/node_modules/@acme/tool/cli.js", "console.log('tool ran', process.argv[2])\n", 0o755)
+		s.WriteFile(pnpm+"/tool", "#!/bin/sh\nbasedir=$(dirname \"$(echo \"$0\" | sed -e 's,\\\\,/,g')\")\n"+
+			"if [ -x \"$basedir/node\" ]; then\n  exec \"$basedir/node\"  \"$basedir/global/5/node_modules/@acme/tool/cli.js\" \"$@\"\nelse\n"+
+			"  exec node  \"$basedir/global/5/node_modules/@acme/tool/cli.js\" \"$@\"\nfi\n", 0o755)
+		s.WriteFile(pnpm+"/sshcat", "#!/bin/sh\nexec "+s.Home+"/.ssh/id_ed25519 \"$@\"\n", 0o755)
+		s.withPath(pnpm)
+		r := s.Jail("--", "tool", "hello")
+		if r.Code != 0 || !strings.Contains(r.Stdout, "tool ran hello") {
+			t.Fatalf("jail -- tool (a pnpm shim): want the package to run:\n%s", r)
+		}
+		r = s.Jail("--", "sshcat")
+		if r.Code != 125 || !strings.Contains(r.Stderr, "which jail keeps masked") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("a shim execing a file in ~/.ssh: want exit 125 and one line:\n%s", r)
+		}
+		noSecret(t, r, "a shim into ~/.ssh", SSHKeySecret)
+	})
+}
