@@ -264,6 +264,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	// The proxy starts while bubblewrap builds the jail; init waits for
 	// its 0 byte before starting the command, and gets EOF if it failed.
 	netReady := make(chan error, 1)
+	tokenEndpoints, signIns := signInEndpoints(plan)
 	go func() {
 		if infoR != nil {
 			pid, err := childPid(infoR)
@@ -281,7 +282,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 			}
 		}
 		if ns != nil {
-			netReady <- ns.serve(plan.Net, plan.Session, secrets, signInEndpoints(plan))
+			netReady <- ns.serve(plan.Net, plan.Session, secrets, tokenEndpoints)
 			return
 		}
 		netReady <- nil
@@ -321,6 +322,7 @@ loop:
 	statusR.Close()
 	errR.Close()
 	agentFiles.mergeBack(stderr)
+	keepSignIns(signIns, stderr)
 
 	if sup != nil {
 		if line := sup.summary(); line != "" {

@@ -84,18 +84,20 @@ func tokenPath(r signInRule, name string) []string {
 // signInEndpoints are the token endpoints of the plan's sign-in files:
 // the proxy mints a new placeholder for each new token and Save writes
 // the real tokens into the host file.
-func signInEndpoints(plan *Plan) []proxy.TokenEndpoint {
+func signInEndpoints(plan *Plan) ([]proxy.TokenEndpoint, []*signInState) {
 	var out []proxy.TokenEndpoint
+	var states []*signInState
 	for _, sf := range plan.SignIn {
 		st := &signInState{file: sf, key: plan.SecretKey, ord: map[string]int{}, minted: map[string]bool{}}
+		states = append(states, st)
 		tokens := map[string]proxy.TokenSecret{}
 		for _, t := range sf.Rule.Tokens {
 			tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject}
 		}
 		out = append(out, proxy.TokenEndpoint{Host: sf.Rule.EndpointHost, Path: sf.Rule.EndpointPath,
-			Tokens: tokens, Carrying: refreshName(sf.Rule), Mint: st.mint, Save: st.save})
+			Tokens: tokens, Carrying: refreshName(sf.Rule), Mint: st.mint, Save: st.save, Login: st.login})
 	}
-	return out
+	return out, states
 }
 
 // refreshName is the name of the secret of a rule's refresh token: the
@@ -116,6 +118,9 @@ type signInState struct {
 	mu     sync.Mutex
 	ord    map[string]int  // the last ordinal minted per secret name
 	minted map[string]bool // placeholders minted
+	// pending is the last answer to a sign-in made inside, with the real
+	// tokens, kept until the command ends.
+	pending map[string]any
 }
 
 // mint returns a new placeholder for a new value of field: the session

@@ -58,7 +58,8 @@ func TestSignInSave(t *testing.T) {
 	os.Chmod(sf.Host, 0o644)
 	var before syscall.Stat_t
 	syscall.Stat(sf.Host, &before)
-	ep := signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: key})[0]
+	eps, _ := signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: key})
+	ep := eps[0]
 	ph := ep.Mint("access_token", "sk-ant-oat01-newAccessTokenNewAccessTokenNewAccessToken-AA")
 	if err := ep.Save(map[string]any{"access_token": ph}); err == nil {
 		t.Errorf("a minted placeholder was saved")
@@ -82,5 +83,36 @@ func TestSignInSave(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(sf.Host), "*")); len(m) != 1 {
 		t.Errorf("save left files beside the host file, where the jail can read them: %v", m)
+	}
+}
+
+// TestSignInLoginNotKeptWithoutTerminal: a sign-in made inside goes to
+// Login, not Save; without a terminal to confirm it the host file stays
+// as it was (here: missing), and jail says so in one line naming the
+// account. Kept, it creates the missing file, mode 0600.
+func TestSignInLoginNotKeptWithoutTerminal(t *testing.T) {
+	sf, key := signInFixture(t, `{}`)
+	os.Remove(sf.Host)
+	eps, states := signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: key})
+	answer := map[string]any{"access_token": "sk-ant-oat01-login", "refresh_token": "sk-ant-ort01-login", "expires_in": json.Number("3600"),
+		"account": map[string]any{"email_address": "someone@example.test"}}
+	if err := eps[0].Login(answer); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	keepSignIns(states, &out)
+	if _, err := os.Stat(sf.Host); err == nil {
+		t.Errorf("a sign-in made inside was kept without a terminal")
+	}
+	if line := out.String(); !strings.Contains(line, "someone@example.test") || !strings.Contains(line, "for this run only") || strings.Count(line, "\n") != 1 {
+		t.Errorf("keepSignIns said %q, want one line naming the account", line)
+	}
+	if err := states[0].save(answer); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(sf.Host)
+	fi, _ := os.Stat(sf.Host)
+	if err != nil || !strings.Contains(string(b), `"accessToken":"sk-ant-oat01-login"`) || fi.Mode().Perm() != 0o600 {
+		t.Errorf("kept into a missing file: %s (%v), mode %v", b, err, fi.Mode())
 	}
 }

@@ -35,15 +35,20 @@ type TokenEndpoint struct {
 	// session has not used, of the shape Secret.Placeholder requires.
 	Mint func(field, value string) string
 	// Carrying names the secret (the refresh token's) that must have been
-	// injected into the request for its answer to be taken: an answer to
-	// a request with a token of the client's own (another account's)
-	// reaches the client as it is and is never saved. Empty takes every
-	// answer.
+	// injected into the request for its answer to go to Save. Empty sends
+	// every answer there.
 	Carrying string
 	// Save receives the answer, decoded with json.Decoder.UseNumber, with
 	// the real values, before the client sees it. An error is logged and
 	// the client still gets the placeholders.
 	Save func(answer map[string]any) error
+	// Login receives, the same way, the answer to a request that did not
+	// carry Carrying: a sign-in made by the client (an authorization code
+	// or a device code exchanged), or a token of the client's own, maybe
+	// another account's. Its tokens reach the client as placeholders all
+	// the same, so no real token enters by a sign-in either; whether the
+	// host keeps them is Login's call. Nil keeps nothing.
+	Login func(answer map[string]any) error
 }
 
 // TokenSecret is what a new token from a TokenEndpoint becomes: the Name,
@@ -109,8 +114,9 @@ func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, 
 	if ep == nil || resp.StatusCode/100 != 2 {
 		return ""
 	}
+	save := ep.Save
 	if ep.Carrying != "" && (inj == nil || !slices.Contains(inj.names(), ep.Carrying)) {
-		return ""
+		save = ep.Login
 	}
 	body, err := readAnswer(resp)
 	resp.Body.Close()
@@ -133,8 +139,8 @@ func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, 
 		return "token endpoint: " + err.Error()
 	}
 	note := ""
-	if ep.Save != nil {
-		if err := ep.Save(real); err != nil {
+	if save != nil {
+		if err := save(real); err != nil {
 			note = "token endpoint: saving the new tokens: " + s.sec().redactString(err.Error())
 		}
 	}

@@ -25,8 +25,9 @@ const (
 type tokenFixture struct {
 	f     *secretFixture
 	mu    sync.Mutex
-	saved []map[string]any
-	n     int
+	saved  []map[string]any
+	logins []map[string]any
+	n      int
 }
 
 func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
@@ -81,6 +82,12 @@ func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
 				tf.mu.Lock()
 				defer tf.mu.Unlock()
 				tf.saved = append(tf.saved, answer)
+				return nil
+			},
+			Login: func(answer map[string]any) error {
+				tf.mu.Lock()
+				defer tf.mu.Unlock()
+				tf.logins = append(tf.logins, answer)
 				return nil
 			},
 		}},
@@ -152,14 +159,20 @@ func TestTokenEndpointOnlyItsHostAndPath(t *testing.T) {
 	}
 }
 
-// A refresh with a token of the client's own (another account's, sent
-// real) is not taken: its answer reaches the client as it is and nothing
-// is saved, so that the jail cannot sign the host in as someone else.
+// A request with a token of the client's own (another account's refresh
+// token sent real, or a sign-in's authorization code) does not go to
+// Save, so that the jail cannot sign the host in as someone else by
+// itself: it goes to Login, and its tokens still reach the client as
+// placeholders only, so that no real token enters by a sign-in made
+// inside either.
 func TestTokenEndpointOwnTokenNotSaved(t *testing.T) {
 	tf := newTokenFixture(t, false)
 	req, _ := http.NewRequest("POST", "https://auth.test/oauth/token", strings.NewReader(`{"grant_type":"refresh_token","refresh_token":"other-account-refresh-token"}`))
 	resp, body := do(t, tf.f.c, req)
-	if resp.StatusCode != 200 || !strings.Contains(body, newAccess) || len(tf.saved) != 0 {
-		t.Errorf("a refresh with the client's own token: %d %q, saved %v; want the answer untouched and nothing saved", resp.StatusCode, body, tf.saved)
+	if resp.StatusCode != 200 || strings.Contains(body, newAccess) || strings.Contains(body, newRefresh) || !strings.Contains(body, "jail-minted") {
+		t.Errorf("a refresh with the client's own token: %d %q; want the answer's tokens as placeholders", resp.StatusCode, body)
+	}
+	if len(tf.saved) != 0 || len(tf.logins) != 1 || tf.logins[0]["access_token"] != newAccess {
+		t.Errorf("saved %v, logins %v: want nothing saved and the real answer handed to Login", tf.saved, tf.logins)
 	}
 }

@@ -188,8 +188,9 @@ func credsTokens(s string) map[string]string {
 // of the tokens' own shape; the real ones appear nowhere inside (the file,
 // every process's environment); what the jail writes into it never
 // reaches the host file, nor does a refresh with another account's own
-// token (which would sign the host in as someone else); a placeholder
-// sent to a host it is not bound to is refused.
+// token (which would sign the host in as someone else: its answer comes
+// back as placeholders, and is not kept without a person's yes); a
+// placeholder sent to a host it is not bound to is refused.
 func TestSignInPlaceholders(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		k, _, oauth := setupSignIn(t, s)
@@ -224,8 +225,14 @@ curl -s -o /dev/null -w '@@OTHER %{http_code}\n' -H "Authorization: Bearer $acce
 		if got := oauth.matching(tokenPlaceholderRE); len(got) > 0 {
 			t.Errorf("a placeholder reached %s: %v", signInTokenHost, got)
 		}
-		if !strings.Contains(r.Stdout, otherAccountAccess) {
+		if len(oauth.matching(regexp.MustCompile(otherAccountRefresh))) == 0 {
 			t.Errorf("control: the refresh with another account's own token did not reach the token endpoint:\n%s", r)
+		}
+		if strings.Contains(r.Stdout, otherAccountAccess) || !strings.Contains(r.Stdout, `"access_token":"sk-ant-oat01-jail`) {
+			t.Errorf("the answer to a refresh with another account's own token: want its new token as a placeholder, never real:\n%s", r)
+		}
+		if !strings.Contains(r.Stderr, "was used for this run only") {
+			t.Errorf("jail did not say that the other account's tokens were not kept:\n%s", r)
 		}
 		after, err := os.ReadFile(hostFile)
 		if err != nil || string(after) != string(before) {
