@@ -308,7 +308,10 @@ type Plan struct {
 	// AgentSandbox says, per agent profile, how the agent's own sandbox
 	// is handled (its flags are already in Argv).
 	AgentSandbox []string
-	Net          *NetPlan // nil: loopback only, no proxy (--no-network)
+	// SignInCallback is the plan's line for a browser sign-in's callback
+	// port published for the login command ("" for none).
+	SignInCallback string
+	Net            *NetPlan // nil: loopback only, no proxy (--no-network)
 	// Mode is "learning" or "watch"; OverlayHome is then the home init
 	// shows through an overlay whose writes are thrown away.
 	Mode        string
@@ -844,6 +847,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 
 	var jailVars map[string]string
 	if !pol.NoNetwork {
+		p.SignInCallback = planSignInCallback(pol, argv)
 		var netOps []Op
 		p.Net, netOps, jailVars = planNetwork(pol, f)
 		base = append(base, netOps...)
@@ -1180,6 +1184,9 @@ func (p *Plan) String() string {
 	}
 	for _, a := range p.AgentSandbox {
 		fmt.Fprintf(&b, "agent sandbox: %s\n", a)
+	}
+	if p.SignInCallback != "" {
+		fmt.Fprintf(&b, "%s\n", p.SignInCallback)
 	}
 	b.WriteString("namespaces  user pid ipc uts net(loopback only) cgroup; no capabilities; no new user namespaces\n")
 	if p.Mode != "" {
