@@ -1,0 +1,81 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// What the API-key agent sessions share: the shell command the model asks
+// for, the final text, and the checks on a finished jailed session.
+
+// shellSessionCmd is the command the mock model asks the agent's shell
+// tool to run in the project: it writes proof.txt there and tries to read
+// the host's SSH key, which the jail keeps out of reach.
+const shellSessionCmd = "echo ok > proof.txt; cat ~/.ssh/id_ed25519"
+
+// shellSessionFinal is the mock model's answer once the tool's result is
+// back; the agent prints it.
+const shellSessionFinal = "Proof written; the key was out of reach."
+
+// randomKey is an API key of the given prefix with 36 random hex
+// characters: never "jail" inside, so it cannot pass for a placeholder.
+func randomKey(prefix string) string { return prefix + uniq() + uniq() + uniq() }
+
+// checkShellSession fails the test unless the jailed session r did its
+// work: exit 0 with the final text printed, proof.txt holding "ok" in the
+// host project, the tool results the mock received (results) showing the
+// key's read failed without the key, and no placeholder among the
+// requests the mock saw (reqs) while one carried the real key (hasKey).
+func checkShellSession(t *testing.T, s *Sandbox, r Result, results string, reqs []seen, hasKey func(seen) bool) {
+	t.Helper()
+	proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
+	if r.Code != 0 || !strings.Contains(r.Stdout, shellSessionFinal) || err != nil || string(proof) != "ok\n" {
+		t.Errorf("want exit 0, %q printed and proof.txt holding \"ok\" in the host project (read %q, %v):\n%s\ntool results:\n%s\nthe mock saw:\n%s",
+			shellSessionFinal, proof, err, r, results, dumpRequests(reqs))
+	}
+	noSecret(t, r, "the agent's output", SSHKeySecret)
+	if strings.Contains(results, SSHKeySecret) {
+		t.Errorf("the SSH key reached the model in a tool result:\n%s", results)
+	}
+	if !strings.Contains(results, "id_ed25519") || !(strings.Contains(results, "No such file") || strings.Contains(results, "Permission denied")) {
+		t.Errorf("the tool results do not show cat ~/.ssh/id_ed25519 failing:\n%s", results)
+	}
+	if got := placeholdersSeen(reqs); len(got) > 0 {
+		t.Errorf("placeholders reached the provider (not replaced by the real key):\n%s", strings.Join(got, "\n"))
+	}
+	keyed := false
+	for _, q := range reqs {
+		keyed = keyed || hasKey(q)
+	}
+	if !keyed {
+		t.Errorf("no request carried the real key:\n%s", dumpRequests(reqs))
+	}
+}
+
+// placeholdersSeen lists the requests in which a placeholder appears: the
+// generic jail-secret- prefix anywhere, or "jail" in a credential (the
+// Authorization and x-goog-api-key fields, the key query parameter), where
+// jail puts it in a placeholder shaped like the real value.
+func placeholdersSeen(reqs []seen) []string {
+	var out []string
+	for _, q := range reqs {
+		creds := append(q.Header.Values("Authorization"), q.Header.Values("X-Goog-Api-Key")...)
+		for _, kv := range strings.Split(q.Query, "&") {
+			if k, v, _ := strings.Cut(kv, "="); k == "key" {
+				creds = append(creds, v)
+			}
+		}
+		for _, c := range creds {
+			if strings.Contains(strings.ToLower(c), "jail") {
+				out = append(out, fmt.Sprintf("%s %s: credential %q", q.Method, q.Path, c))
+			}
+		}
+		if q.has(placeholderPrefix) {
+			out = append(out, q.String())
+		}
+	}
+	return out
+}
