@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -51,14 +50,7 @@ type codexMock struct {
 // whose last answer is final.
 func newCodexMock(t *testing.T, key, cmd, final string) *codexMock {
 	m := &codexMock{key: key, cmd: cmd, final: final}
-	e := &echoServer{handle: m.handle}
-	e.srv = newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		e.add(seen{r.Method, r.Host, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), string(body)})
-		e.handle(w, r, body)
-	}))
-	startTestServer(t, e.srv, &openaiPKI.get(t).Leaf)
-	m.echoServer = e
+	m.echoServer = newEchoServerPKI(t, openaiPKI, m.handle)
 	return m
 }
 

@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,4 +80,18 @@ func placeholdersSeen(reqs []seen) []string {
 		}
 	}
 	return out
+}
+
+// newEchoServerPKI is an echoServer with pki's leaf (newEchoServer has the
+// secrets tests' one): a provider's mock under the provider's host name.
+func newEchoServerPKI(t *testing.T, pki *lazyPKI, handle func(w http.ResponseWriter, r *http.Request, body []byte) bool) *echoServer {
+	t.Helper()
+	e := &echoServer{handle: handle}
+	e.srv = newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		e.add(seen{r.Method, r.Host, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), string(body)})
+		e.handle(w, r, body)
+	}))
+	startTestServer(t, e.srv, &pki.get(t).Leaf)
+	return e
 }
