@@ -85,6 +85,9 @@ func TestSessionCodex(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		t.Parallel()
 		run, mock := codexSession(t, s)
+		if code := refusedStatus(mock.handle, "/v1/responses", "Authorization", "Bearer sk-proj-jail"+uniq()+uniq()); code != http.StatusUnauthorized {
+			t.Fatalf("control: the mock answers a placeholder key with %d, want 401", code)
+		}
 		r := runAgent(t, s, append(append(run.JailArgs, "--"), run.Argv...)...)
 		t.Logf("codex exec in the jail took %.1f s", r.Took.Seconds())
 		checkShellSession(t, s, r, mock.toolOutputs(), mock.Requests(), func(q seen) bool {

@@ -204,6 +204,9 @@ func TestSessionGemini(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		t.Parallel()
 		run, mock := geminiSession(t, s)
+		if code := refusedStatus(mock.handle, "/v1beta/models/m:streamGenerateContent?alt=sse", "x-goog-api-key", "AIzajail"+randomKey("")[:31]); code != http.StatusBadRequest {
+			t.Fatalf("control: the mock answers a placeholder key with %d, want 400", code)
+		}
 		r := runAgent(t, s, append(append(run.JailArgs, "--"), run.Argv...)...)
 		t.Logf("gemini -p in the jail took %.1f s", r.Took.Seconds())
 		checkShellSession(t, s, r, mock.functionResponses(), mock.Requests(), func(q seen) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,4 +95,16 @@ func newEchoServerPKI(t *testing.T, pki *lazyPKI, handle func(w http.ResponseWri
 	}))
 	startTestServer(t, e.srv, &pki.get(t).Leaf)
 	return e
+}
+
+// refusedStatus is the status a mock's handler answers a POST to path
+// that carries a placeholder-shaped credential in header field h (value v):
+// a mock that answers only the real key must refuse it, so that an
+// uninjected placeholder would fail the session.
+func refusedStatus(handle func(w http.ResponseWriter, r *http.Request, body []byte) bool, path, h, v string) int {
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "https://mock.example.test"+path, nil)
+	r.Header.Set(h, v)
+	handle(w, r, []byte(`{}`))
+	return w.Code
 }
