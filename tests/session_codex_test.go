@@ -1,10 +1,7 @@
 package tests
 
 import (
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -20,7 +17,7 @@ import (
 // sandboxed from outside, as the jail is), --color never keeps escape
 // codes out of the output.
 func codexSessionArgv(codex string) []string {
-	return []string{codex, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "--color", "never",
+	return []string{codex, "exec", "--dangerously-bypass-approvals-and-sandbox", "--color", "never",
 		"write proof.txt, then read my SSH key"}
 }
 
@@ -30,39 +27,19 @@ func codexSessionArgv(codex string) []string {
 func codexSession(t *testing.T, s *Sandbox) (sessionRun, *codexMock) {
 	t.Helper()
 	cache := installedAgents(t)
-	key := randomKey("sk-proj-")
+	key := randomAPIKey("sk-proj-")
 	mock := newCodexMock(t, key, shellSessionCmd, shellSessionFinal)
 	ca := trustCA(t, s, openaiPKI.get(t), "openai-bundle.pem")
 	writeJailJSON(t, s, map[string]any{"network": map[string]any{"hosts": mock.hosts()}})
 	s.Env = append(s.Env, "CODEX_API_KEY="+key)
 	run := sessionRun{
 		JailArgs: []string{"--allow-read", cache},
-		Argv:     codexSessionArgv(agentBin(cache, agentNamed("codex"))),
+		Argv:     codexSessionArgv(sessionAgentBin(cache, "codex")),
 		Hosts:    mock.hosts(),
 		CA:       ca,
-		Check:    func(out string) error { return sessionDone(s, out) },
+		Check:    func(out string) error { return shellSessionDone(s, out) },
 	}
 	return run, mock
-}
-
-// sessionDone reports what a finished session (inside or outside) left
-// undone: the final text unprinted or proof.txt missing.
-func sessionDone(s *Sandbox, out string) error {
-	proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
-	if !strings.Contains(out, shellSessionFinal) || err != nil || string(proof) != "ok\n" {
-		return fmt.Errorf("want %q printed and proof.txt holding \"ok\" (read %q, %v)", shellSessionFinal, proof, err)
-	}
-	return nil
-}
-
-// agentNamed is the agent of that name in agents.
-func agentNamed(name string) agent {
-	for _, a := range agents {
-		if a.Name == name {
-			return a
-		}
-	}
-	panic("no agent " + name)
 }
 
 func init() {

@@ -174,7 +174,7 @@ func geminiSessionArgv(gemini string) []string {
 func geminiSession(t *testing.T, s *Sandbox) (sessionRun, *geminiMock) {
 	t.Helper()
 	cache := installedAgents(t)
-	key := "AIza" + randomKey("")[:35]
+	key := "AIza" + randomAPIKey("")[:35]
 	mock := newGeminiMock(t, key, shellSessionCmd, shellSessionFinal)
 	ca := trustCA(t, s, geminiPKI.get(t), "gemini-bundle.pem")
 	hosts := map[string]string{geminiHost: mock.Addr()}
@@ -183,10 +183,10 @@ func geminiSession(t *testing.T, s *Sandbox) (sessionRun, *geminiMock) {
 	s.Env = append(s.Env, "GEMINI_API_KEY="+key)
 	run := sessionRun{
 		JailArgs: []string{"--allow-read", cache},
-		Argv:     geminiSessionArgv(agentBin(cache, agentNamed("gemini"))),
+		Argv:     geminiSessionArgv(sessionAgentBin(cache, "gemini")),
 		Hosts:    hosts,
 		CA:       ca,
-		Check:    func(out string) error { return sessionDone(s, out) },
+		Check:    func(out string) error { return shellSessionDone(s, out) },
 	}
 	return run, mock
 }
@@ -209,7 +209,7 @@ func TestSessionGemini(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		t.Parallel()
 		run, mock := geminiSession(t, s)
-		if code := refusedStatus(mock.handle, "/v1beta/models/m:streamGenerateContent?alt=sse", "x-goog-api-key", "AIzajail"+randomKey("")[:31]); code != http.StatusBadRequest {
+		if code := refusedStatus(mock.handle, "/v1beta/models/m:streamGenerateContent?alt=sse", "x-goog-api-key", "AIzajail"+randomAPIKey("")[:31]); code != http.StatusBadRequest {
 			t.Fatalf("control: the mock answers a placeholder key with %d, want 400", code)
 		}
 		r := runAgent(t, s, append(append(run.JailArgs, "--"), run.Argv...)...)

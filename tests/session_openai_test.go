@@ -156,15 +156,15 @@ func (m *codexMock) turn(body []byte) []map[string]any {
 			m.mu.Unlock()
 			msg := map[string]any{"type": "message", "role": "assistant", "id": "msg_" + uniq(),
 				"content": []map[string]any{{"type": "output_text", "text": m.final}}}
-			return []map[string]any{created, outputItem(msg), completed}
+			return []map[string]any{created, responsesItemDone(msg), completed}
 		case "additional_tools":
 			tools = append(tools, item.Tools...)
 		}
 	}
-	return []map[string]any{created, outputItem(codexCall(tools, m.cmd)), completed}
+	return []map[string]any{created, responsesItemDone(codexCall(tools, m.cmd)), completed}
 }
 
-func outputItem(item map[string]any) map[string]any {
+func responsesItemDone(item map[string]any) map[string]any {
 	return map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item}
 }
 

@@ -23,9 +23,31 @@ const shellSessionCmd = "echo ok > proof.txt; cat ~/.ssh/id_ed25519"
 // back; the agent prints it.
 const shellSessionFinal = "Proof written; the key was out of reach."
 
-// randomKey is an API key of the given prefix with 36 random hex
+// randomAPIKey is an API key of the given prefix with 36 random hex
 // characters: never "jail" inside, so it cannot pass for a placeholder.
-func randomKey(prefix string) string { return prefix + uniq() + uniq() + uniq() }
+func randomAPIKey(prefix string) string { return prefix + uniq() + uniq() + uniq() }
+
+// shellSessionDone reports what a finished session (inside or outside)
+// left undone: the final text unprinted in out, or proof.txt not holding
+// "ok" in the host project.
+func shellSessionDone(s *Sandbox, out string) error {
+	proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
+	if !strings.Contains(out, shellSessionFinal) || err != nil || string(proof) != "ok\n" {
+		return fmt.Errorf("want %q printed and proof.txt holding \"ok\" in the host project (read %q, %v)", shellSessionFinal, proof, err)
+	}
+	return nil
+}
+
+// sessionAgentBin is the command of the agent of that name in agents,
+// installed in cache.
+func sessionAgentBin(cache, name string) string {
+	for _, a := range agents {
+		if a.Name == name {
+			return agentBin(cache, a)
+		}
+	}
+	panic("no agent " + name)
+}
 
 // checkShellSession fails the test unless the jailed session r did its
 // work: exit 0 with the final text printed, proof.txt holding "ok" in the
@@ -34,10 +56,8 @@ func randomKey(prefix string) string { return prefix + uniq() + uniq() + uniq() 
 // requests the mock saw (reqs) while one carried the real key (hasKey).
 func checkShellSession(t *testing.T, s *Sandbox, r Result, results string, reqs []seen, hasKey func(seen) bool) {
 	t.Helper()
-	proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
-	if r.Code != 0 || !strings.Contains(r.Stdout, shellSessionFinal) || err != nil || string(proof) != "ok\n" {
-		t.Errorf("want exit 0, %q printed and proof.txt holding \"ok\" in the host project (read %q, %v):\n%s\ntool results:\n%s\nthe mock saw:\n%s",
-			shellSessionFinal, proof, err, r, results, dumpRequests(reqs))
+	if err := shellSessionDone(s, r.Stdout); r.Code != 0 || err != nil {
+		t.Errorf("want exit 0: %v:\n%s\ntool results:\n%s\nthe mock saw:\n%s", err, r, results, dumpRequests(reqs))
 	}
 	noSecret(t, r, "the agent's output", SSHKeySecret)
 	if strings.Contains(results, SSHKeySecret) {
@@ -65,7 +85,9 @@ func checkShellSession(t *testing.T, s *Sandbox, r Result, results string, reqs 
 func placeholdersSeen(reqs []seen) []string {
 	var out []string
 	for _, q := range reqs {
-		creds := append(q.Header.Values("Authorization"), q.Header.Values("X-Goog-Api-Key")...)
+		var creds []string
+		creds = append(creds, q.Header.Values("Authorization")...)
+		creds = append(creds, q.Header.Values("X-Goog-Api-Key")...)
 		for _, kv := range strings.Split(q.Query, "&") {
 			if k, v, _ := strings.Cut(kv, "="); k == "key" {
 				creds = append(creds, v)
