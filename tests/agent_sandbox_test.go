@@ -3,12 +3,10 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -19,123 +17,11 @@ import (
 // while codex exec still exits 0; with it the command runs, confined by
 // the jail.
 
-const openaiHost = "api.openai.com"
-
-// openaiPKI is a CA and a leaf for the OpenAI API host, signed by it.
-var openaiPKI = &lazyPKI{what: "OpenAI mock PKI", caName: "jail agent sandbox tests CA", names: []string{openaiHost}}
-
 // codexProofCmd is the shell command the mock asks Codex to run, in the
 // project (Codex's working directory); it also writes in the home, which
 // must not reach the host's: with Codex's own sandbox off, the jail alone
 // keeps it (the home inside is a throwaway tmpfs).
 const codexProofCmd = "echo ok > proof.txt; echo escaped > ~/escaped.txt"
-
-// codexMock is a Responses API that answers the first turn with a shell
-// tool call (codexProofCmd) and the turn carrying its output with a
-// message. WebSocket upgrades are refused, so Codex falls back to HTTP
-// with server-sent events.
-type codexMock struct {
-	*echoServer
-	mu      sync.Mutex
-	outputs []string // the tool outputs Codex sent back
-}
-
-func newCodexMock(t *testing.T) *codexMock {
-	m := &codexMock{}
-	e := &echoServer{handle: m.handle}
-	e.srv = newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		e.add(seen{r.Method, r.Host, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), string(body)})
-		e.handle(w, r, body)
-	}))
-	startTestServer(t, e.srv, &openaiPKI.get(t).Leaf)
-	m.echoServer = e
-	return m
-}
-
-func (m *codexMock) handle(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.URL.Path != "/v1/responses" || r.Method != http.MethodPost {
-		http.Error(w, "not here", http.StatusNotFound) // WebSocket upgrades, model lists
-		return true
-	}
-	var req struct {
-		Tools []codexTool       `json:"tools"`
-		Input []json.RawMessage `json:"input"`
-	}
-	json.Unmarshal(body, &req)
-	w.Header().Set("Content-Type", "text/event-stream")
-	tools := req.Tools
-	for _, in := range req.Input {
-		var item struct {
-			Type   string          `json:"type"`
-			Output json.RawMessage `json:"output"`
-			Tools  []codexTool     `json:"tools"`
-		}
-		if json.Unmarshal(in, &item) != nil {
-			continue
-		}
-		switch item.Type {
-		case "function_call_output", "custom_tool_call_output":
-			m.mu.Lock()
-			m.outputs = append(m.outputs, string(item.Output))
-			m.mu.Unlock()
-			sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0,
-				"item": map[string]any{"type": "message", "role": "assistant", "id": "msg_2",
-					"content": []map[string]any{{"type": "output_text", "text": "proof written"}}}})
-			sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_2"}})
-			return true
-		case "additional_tools":
-			tools = append(tools, item.Tools...)
-		}
-	}
-	sse(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_1"}})
-	sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": codexCall(tools)})
-	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1"}})
-	return true
-}
-
-// codexTool is a tool a request offers; a namespace holds more.
-type codexTool struct {
-	Type  string      `json:"type"`
-	Name  string      `json:"name"`
-	Tools []codexTool `json:"tools"`
-}
-
-// codexCall is the tool call that runs codexProofCmd with a tool the
-// request offers: a shell function where there is one, else the code-mode
-// "exec" tool, whose JavaScript calls exec_command.
-func codexCall(tools []codexTool) map[string]any {
-	names := map[string]string{}
-	var walk func([]codexTool)
-	walk = func(ts []codexTool) {
-		for _, tool := range ts {
-			names[tool.Name] = tool.Type
-			walk(tool.Tools)
-		}
-	}
-	walk(tools)
-	call := func(name string, args any) map[string]any {
-		a, _ := json.Marshal(args)
-		return map[string]any{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": string(a)}
-	}
-	switch {
-	case names["exec_command"] == "function":
-		return call("exec_command", map[string]any{"cmd": codexProofCmd})
-	case names["shell_command"] == "function":
-		return call("shell_command", map[string]any{"command": codexProofCmd})
-	case names["exec"] == "custom":
-		js := fmt.Sprintf("const r = await tools.exec_command({cmd: %q});\ntext(JSON.stringify(r));\n", codexProofCmd)
-		return map[string]any{"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_1", "name": "exec", "input": js}
-	}
-	return call("shell", map[string]any{"command": []string{"bash", "-lc", codexProofCmd}})
-}
-
-// toolOutputs are the outputs of the tool calls Codex reported back.
-func (m *codexMock) toolOutputs() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return strings.Join(m.outputs, "\n")
-}
 
 func sse(w http.ResponseWriter, event string, data any) {
 	b, _ := json.Marshal(data)
@@ -144,6 +30,9 @@ func sse(w http.ResponseWriter, event string, data any) {
 		f.Flush()
 	}
 }
+
+// codexSandboxKey is the API key these tests give Codex.
+const codexSandboxKey = "sk-proj-agentsandbox0123456789abcdefABCDEF"
 
 // codexSetup installs the real Codex CLI, starts the mock, maps the OpenAI
 // API host to it and trusts its CA on jail's host side; it returns the
@@ -157,10 +46,10 @@ func codexSetup(t *testing.T, s *Sandbox) (*codexMock, string, string) {
 			codex = agentBin(cache, a)
 		}
 	}
-	mock := newCodexMock(t)
+	mock := newCodexMock(t, codexSandboxKey, codexProofCmd, "proof written")
 	trustCA(t, s, openaiPKI.get(t), "openai-bundle.pem")
-	writeJailJSON(t, s, map[string]any{"network": map[string]any{"hosts": map[string]string{openaiHost: mock.Addr()}}})
-	s.Env = append(s.Env, "CODEX_API_KEY=sk-proj-agentsandbox0123456789abcdefABCDEF")
+	writeJailJSON(t, s, map[string]any{"network": map[string]any{"hosts": mock.hosts()}})
+	s.Env = append(s.Env, "CODEX_API_KEY="+codexSandboxKey)
 	return mock, codex, cache
 }
 
