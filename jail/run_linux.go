@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,17 +96,27 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	if plan.Net == nil && plan.GitExclude != nil {
 		defer os.RemoveAll(filepath.Dir(plan.GitExclude.Copy))
 	}
+	// Sign-in views: session directories holding the sign-in copies, the
+	// host directory's other entries bound in; what the jail creates in
+	// them is moved back once the command has exited.
+	views, viewOps, err := prepareSignInViews(plan)
+	if err != nil {
+		return 125, &ExitError{125, err}
+	}
+	defer views.remove()
+	plan.Ops = expandViews(plan.Ops, viewOps)
 	// Masked .env copies must exist before bubblewrap binds them; secret
 	// values go to the proxy only, never into the jail.
 	secrets, err := prepareSecrets(plan, os.Getenv)
 	if err != nil {
 		return 125, &ExitError{125, err}
 	}
+	views.noteCopies(plan.SignIn)
 	if plan.Net == nil && len(plan.EnvFiles) > 0 {
 		defer os.RemoveAll(filepath.Dir(plan.EnvFiles[0].Copy))
 	}
-	if plan.Net == nil && len(plan.SignIn) > 0 {
-		defer os.RemoveAll(filepath.Dir(plan.SignIn[0].Copy))
+	if i := slices.IndexFunc(plan.SignIn, func(sf SignInFile) bool { return !views.holds(sf.Copy) }); plan.Net == nil && i >= 0 {
+		defer os.RemoveAll(filepath.Dir(plan.SignIn[i].Copy))
 	}
 	// Agent files: the session copies the jail writes, merged back once
 	// the command has exited (a jail killed before that leaves the host
@@ -321,6 +332,7 @@ loop:
 	statusR.Close()
 	errR.Close()
 	agentFiles.mergeBack(stderr)
+	views.moveBack(stderr)
 
 	if sup != nil {
 		if line := sup.summary(); line != "" {

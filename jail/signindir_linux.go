@@ -1,0 +1,240 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// viewSession is the sign-in views of one run: what jail itself made in
+// each session directory (a stub or a link per host entry), the session
+// copies' inodes, and the directories that must outlive the run because
+// something in them could not be moved back.
+type viewSession struct {
+	session string
+	views   []SignInView
+	made    []map[string]uint64 // per view: name -> inode jail made
+	copies  map[uint64]bool
+	keep    map[string]bool
+}
+
+// prepareSignInViews makes each view's session directory: a stub for
+// every entry of the host directory, bound over by the entry (the ops it
+// returns, by view), a copy of each symlink, and an empty read-only file
+// for each missing sign-in file. The session copies are written into it
+// afterwards (prepareSignIn).
+func prepareSignInViews(plan *Plan) (*viewSession, map[string][]Op, error) {
+	vs := &viewSession{session: plan.Session, views: plan.SignInViews, copies: map[uint64]bool{}, keep: map[string]bool{}}
+	entries := map[string][]Op{}
+	for _, v := range plan.SignInViews {
+		ops, made, err := makeView(v)
+		vs.made = append(vs.made, made)
+		if err != nil {
+			vs.remove()
+			return nil, nil, err
+		}
+		entries[v.Path] = ops
+	}
+	return vs, entries, nil
+}
+
+func makeView(v SignInView) ([]Op, map[string]uint64, error) {
+	made := map[string]uint64{}
+	if err := ensurePrivateDir(v.Dir); err != nil {
+		return nil, made, err
+	}
+	list, err := os.ReadDir(v.Host)
+	if err != nil {
+		return nil, made, fmt.Errorf("listing %s for the jail's view of it: %w; make it readable", v.Host, err)
+	}
+	var ops []Op
+	for _, e := range list {
+		name := e.Name()
+		if slices.Contains(v.SignIn, name) || slices.Contains(v.Held, name) {
+			continue
+		}
+		op, err := makeStub(v, name, e.Type(), made)
+		if err != nil {
+			return nil, made, fmt.Errorf("preparing the jail's view of %s: %w", v.Host, err)
+		}
+		if op.Kind != "" {
+			ops = append(ops, op)
+		}
+	}
+	for _, name := range v.Held {
+		stub := filepath.Join(v.Dir, name)
+		if err := makeFile(stub, made); err != nil {
+			return nil, made, fmt.Errorf("preparing the jail's view of %s: %w", v.Host, err)
+		}
+		ops = append(ops, Op{Kind: "ro-bind", Src: stub, Dest: filepath.Join(v.Path, name)})
+	}
+	return ops, made, nil
+}
+
+// makeStub makes the session directory's entry for the host entry name
+// of type t, and returns the bind that shows the host entry over it: none
+// for a symlink (copied as a link: a bind would follow it) nor for a
+// hidden name (a mask is mounted over its stub).
+func makeStub(v SignInView, name string, t fs.FileMode, made map[string]uint64) (Op, error) {
+	host, stub := filepath.Join(v.Host, name), filepath.Join(v.Dir, name)
+	var err error
+	switch {
+	case t&fs.ModeSymlink != 0:
+		var target string
+		if target, err = os.Readlink(host); err == nil {
+			err = os.Symlink(target, stub)
+		}
+		if err == nil {
+			err = note(stub, made)
+		}
+		return Op{}, err
+	case t.IsDir():
+		if err = os.Mkdir(stub, 0o700); err == nil {
+			err = note(stub, made)
+		}
+	default:
+		err = makeFile(stub, made)
+	}
+	if err != nil || slices.Contains(v.Hidden, name) {
+		return Op{}, err
+	}
+	kind := "bind-try" // gone from the host before bubblewrap binds it: the stub stays
+	if !v.Writable || slices.Contains(v.ReadOnly, name) {
+		kind = "ro-bind-try"
+	}
+	return Op{Kind: kind, Src: host, Dest: filepath.Join(v.Path, name)}, nil
+}
+
+func makeFile(path string, made map[string]uint64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return note(path, made)
+}
+
+// note records the inode of what jail made at path.
+func note(path string, made map[string]uint64) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return err
+	}
+	made[filepath.Base(path)] = st.Ino
+	return nil
+}
+
+// noteCopies records the inodes of the session copies in the views: a
+// copy the jail renamed or linked to another name is still the session's
+// copy, never moved into the host directory.
+func (vs *viewSession) noteCopies(files []SignInFile) {
+	for _, sf := range files {
+		var st unix.Stat_t
+		if vs.holds(sf.Copy) && unix.Lstat(sf.Copy, &st) == nil {
+			vs.copies[st.Ino] = true
+		}
+	}
+}
+
+// holds reports whether path lies in a view's session directory.
+func (vs *viewSession) holds(path string) bool {
+	for _, v := range vs.views {
+		if under(path, v.Dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// moveBack moves the top-level entries the jail created in each session
+// directory into the host directory, once the jailed command has exited:
+// under their own name where the host has none (checked atomically by
+// the rename itself), else beside it under a suffixed name, reported in
+// one line; what cannot be moved (another filesystem) stays in the
+// session directory, reported too.
+func (vs *viewSession) moveBack(stderr io.Writer) {
+	for i, v := range vs.views {
+		kept, left := vs.moveView(i, v)
+		if len(kept) > 0 {
+			fmt.Fprintf(stderr, "jail: %s: the host made %s meanwhile; the jail's is kept beside it\n", v.Host, Escaped(strings.Join(kept, ", ")))
+		}
+		if len(left) > 0 {
+			vs.keep[v.Dir] = true
+			fmt.Fprintf(stderr, "jail: warning: %s not moved into %s; they are left in %s\n", Escaped(strings.Join(left, ", ")), v.Host, v.Dir)
+		}
+	}
+}
+
+func (vs *viewSession) moveView(i int, v SignInView) (kept, left []string) {
+	list, err := os.ReadDir(v.Dir)
+	if err != nil {
+		return nil, nil
+	}
+	for _, e := range list {
+		name := e.Name()
+		if !vs.jailMade(i, v, name) {
+			continue
+		}
+		src := filepath.Join(v.Dir, name)
+		err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(v.Host, name), unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			beside := name + ".jail-" + vs.session[:min(8, len(vs.session))]
+			if err = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(v.Host, beside), unix.RENAME_NOREPLACE); err == nil {
+				kept = append(kept, name+" (the jail's is "+beside+")")
+				continue
+			}
+		}
+		if err != nil {
+			left = append(left, fmt.Sprintf("%s (%v)", name, err))
+		}
+	}
+	return kept, left
+}
+
+// jailMade reports whether the session directory's entry name is the
+// jail's own: not a sign-in file's name nor a protected or masked one
+// (never moved, whatever is there), not a session copy under another
+// name, and not what jail made there unless the jail wrote into it (a
+// stub whose host entry was gone before it could be bound).
+func (vs *viewSession) jailMade(i int, v SignInView, name string) bool {
+	for _, names := range [][]string{v.SignIn, v.Held, v.ReadOnly, v.Hidden} {
+		if slices.Contains(names, name) {
+			return false
+		}
+	}
+	var st unix.Stat_t
+	if unix.Lstat(filepath.Join(v.Dir, name), &st) != nil || vs.copies[st.Ino] {
+		return false
+	}
+	ino, ours := vs.made[i][name]
+	if !ours || ino != st.Ino {
+		return true
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return false
+	case unix.S_IFDIR:
+		sub, _ := os.ReadDir(filepath.Join(v.Dir, name))
+		return len(sub) > 0
+	}
+	return st.Size > 0
+}
+
+// remove deletes the session directories, but those holding what could
+// not be moved back.
+func (vs *viewSession) remove() {
+	for _, v := range vs.views {
+		if !vs.keep[v.Dir] {
+			os.RemoveAll(v.Dir) // follows no symlink; the jail's mounts died with it
+		}
+		os.Remove(filepath.Dir(v.Dir)) // the session's, once empty
+	}
+}
