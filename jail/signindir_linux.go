@@ -162,9 +162,9 @@ func (vs *viewSession) holds(path string) bool {
 // session directory, reported too.
 func (vs *viewSession) moveBack(stderr io.Writer) {
 	for i, v := range vs.views {
-		kept, left := vs.moveView(i, v)
+		names, kept, left := vs.moveView(i, v)
 		if len(kept) > 0 {
-			fmt.Fprintf(stderr, "jail: %s: the host made %s meanwhile; the jail's is kept beside it\n", v.Host, Escaped(strings.Join(kept, ", ")))
+			fmt.Fprintf(stderr, "jail: %s: the host created %s meanwhile; the jail's kept beside as %s\n", v.Host, Escaped(strings.Join(names, ", ")), Escaped(strings.Join(kept, ", ")))
 		}
 		if len(left) > 0 {
 			vs.keep[v.Dir] = true
@@ -173,10 +173,10 @@ func (vs *viewSession) moveBack(stderr io.Writer) {
 	}
 }
 
-func (vs *viewSession) moveView(i int, v SignInView) (kept, left []string) {
+func (vs *viewSession) moveView(i int, v SignInView) (names, kept, left []string) {
 	list, err := os.ReadDir(v.Dir)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	for _, e := range list {
 		name := e.Name()
@@ -188,7 +188,7 @@ func (vs *viewSession) moveView(i int, v SignInView) (kept, left []string) {
 		if errors.Is(err, unix.EEXIST) {
 			beside := name + ".jail-" + vs.session[:min(8, len(vs.session))]
 			if err = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(v.Host, beside), unix.RENAME_NOREPLACE); err == nil {
-				kept = append(kept, name+" (the jail's is "+beside+")")
+				names, kept = append(names, name), append(kept, beside)
 				continue
 			}
 		}
@@ -196,7 +196,7 @@ func (vs *viewSession) moveView(i int, v SignInView) (kept, left []string) {
 			left = append(left, fmt.Sprintf("%s (%v)", name, err))
 		}
 	}
-	return kept, left
+	return names, kept, left
 }
 
 // jailMade reports whether the session directory's entry name is the
