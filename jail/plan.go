@@ -278,6 +278,9 @@ func (o Op) Args() []string {
 }
 
 func (o Op) String() string {
+	if o.Kind == "view" || o.Kind == "ro-view" { // the tree's bind, seen through its session directory
+		o.Kind, o.Src = strings.TrimSuffix(o.Kind, "view")+"bind", ""
+	}
 	s := fmt.Sprintf("%-10s %s", o.Kind, o.Dest)
 	if o.Src != "" && o.Src != o.Dest {
 		s += " <- " + o.Src

@@ -245,7 +245,7 @@ ls -la ~/.claude
 		if m, _ := filepath.Glob(s.Home + "/.claude/.credentials.json.tmp*"); len(m) > 0 {
 			t.Errorf("the save left temporary files: %v", m)
 		}
-		if p := s.Jail("plan", "--profile", "claude", "--", "true"); !regexp.MustCompile(`view +` + regexp.QuoteMeta(s.Home+"/.claude") + ` .*session view \(sign-in tokens: placeholders inside`).MatchString(p.Stdout) {
+		if p := s.Jail("plan", "--profile", "claude", "--", "true"); !regexp.MustCompile(`\n +bind +` + regexp.QuoteMeta(s.Home+"/.claude") + `  # session view \(sign-in tokens: placeholders inside`).MatchString(p.Stdout) {
 			t.Errorf("jail plan does not show ~/.claude as a session view in one line:\n%s", p.Stdout)
 		}
 	})
