@@ -99,7 +99,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	// Sign-in views: session directories holding the sign-in copies, the
 	// host directory's other entries bound in; what the jail creates in
 	// them is moved back once the command has exited.
-	views, viewOps, err := prepareSignInViews(plan)
+	views, viewOps, err := prepareSignInViews(plan, stderr)
 	if err != nil {
 		return 125, &ExitError{125, err}
 	}
@@ -111,7 +111,9 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	if err != nil {
 		return 125, &ExitError{125, err}
 	}
-	views.noteCopies(plan.SignIn)
+	if err := views.noteCopies(plan.SignIn); err != nil {
+		return 125, &ExitError{125, err}
+	}
 	if plan.Net == nil && len(plan.EnvFiles) > 0 {
 		defer os.RemoveAll(filepath.Dir(plan.EnvFiles[0].Copy))
 	}

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,32 +12,46 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/jailsh/jail/proxy"
 	"golang.org/x/sys/unix"
 )
 
 // viewSession is the sign-in views of one run: what jail itself made in
-// each session directory (a stub or a link per host entry), the session
-// copies' inodes, and the directories that must outlive the run because
-// something in them could not be moved back.
+// each session directory (a stub or a link per host entry) and the
+// session copies' inodes. It is saved beside the session directories
+// (manifestName) before the jail starts, with jail's process, so that a
+// later run finds what a killed jail left and moves it back
+// (recoverSignInViews).
 type viewSession struct {
-	session string
-	views   []SignInView
-	made    []map[string]uint64 // per view: name -> inode jail made
-	copies  map[uint64]bool
-	keep    map[string]bool
+	Session string
+	PID     int
+	Start   uint64 // the process's start time: a PID reused is not it
+	Views   []SignInView
+	Made    []map[string]uint64 // per view: name -> inode jail made
+	Copies  []uint64
+	keep    map[string]bool // session directories left holding what could not be moved
 }
+
+// manifestName is the file, beside a session's view directories, that
+// describes them.
+const manifestName = "session.json"
 
 // prepareSignInViews makes each view's session directory: a stub for
 // every entry of the host directory, bound over by the entry (the ops it
 // returns, by view), a copy of each symlink, and an empty read-only file
 // for each missing sign-in file. The session copies are written into it
-// afterwards (prepareSignIn).
-func prepareSignInViews(plan *Plan) (*viewSession, map[string][]Op, error) {
-	vs := &viewSession{session: plan.Session, views: plan.SignInViews, copies: map[uint64]bool{}, keep: map[string]bool{}}
+// afterwards (prepareSignIn). What an earlier, killed jail left in its
+// views is moved back first.
+func prepareSignInViews(plan *Plan, stderr io.Writer) (*viewSession, map[string][]Op, error) {
+	recoverSignInViews(plan.StateDir, plan.Session, stderr)
+	vs := &viewSession{Session: plan.Session, PID: os.Getpid(), Start: procStart(os.Getpid()), Views: plan.SignInViews, keep: map[string]bool{}}
 	entries := map[string][]Op{}
 	for _, v := range plan.SignInViews {
 		ops, made, err := makeView(v)
-		vs.made = append(vs.made, made)
+		vs.Made = append(vs.Made, made)
+		if err == nil {
+			err = vs.save()
+		}
 		if err != nil {
 			vs.remove()
 			return nil, nil, err
@@ -44,6 +59,44 @@ func prepareSignInViews(plan *Plan) (*viewSession, map[string][]Op, error) {
 		entries[v.Path] = ops
 	}
 	return vs, entries, nil
+}
+
+// save writes the manifest beside the session directories.
+func (vs *viewSession) save() error {
+	if len(vs.Views) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(vs)
+	if err == nil {
+		err = proxy.WriteFileAtomic(filepath.Join(filepath.Dir(vs.Views[0].Dir), manifestName), b, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("saving the jail's view of %s: %w", vs.Views[0].Host, err)
+	}
+	return nil
+}
+
+// recoverSignInViews moves back what the views of jails no longer
+// running hold (a jail killed before its command exited), then removes
+// them. A session whose jail runs, or that jail cannot read, is left.
+func recoverSignInViews(stateDir, session string, stderr io.Writer) {
+	list, _ := filepath.Glob(filepath.Join(stateDir, "views", "*", manifestName))
+	for _, m := range list {
+		b, err := readBounded(m, maxSignInFile)
+		var vs viewSession
+		if err != nil || json.Unmarshal(b, &vs) != nil || vs.Session == session || filepath.Base(filepath.Dir(m)) != vs.Session {
+			continue
+		}
+		if vs.PID > 0 && vs.Start != 0 && procStart(vs.PID) == vs.Start {
+			continue // still running
+		}
+		if slices.ContainsFunc(vs.Views, func(v SignInView) bool { return filepath.Dir(v.Dir) != filepath.Dir(m) }) {
+			continue // not a manifest jail wrote: touch nothing
+		}
+		vs.keep = map[string]bool{}
+		vs.moveBack(stderr)
+		vs.remove()
+	}
 }
 
 func makeView(v SignInView) ([]Op, map[string]uint64, error) {
@@ -135,18 +188,19 @@ func note(path string, made map[string]uint64) error {
 // noteCopies records the inodes of the session copies in the views: a
 // copy the jail renamed or linked to another name is still the session's
 // copy, never moved into the host directory.
-func (vs *viewSession) noteCopies(files []SignInFile) {
+func (vs *viewSession) noteCopies(files []SignInFile) error {
 	for _, sf := range files {
 		var st unix.Stat_t
 		if vs.holds(sf.Copy) && unix.Lstat(sf.Copy, &st) == nil {
-			vs.copies[st.Ino] = true
+			vs.Copies = append(vs.Copies, st.Ino)
 		}
 	}
+	return vs.save()
 }
 
 // holds reports whether path lies in a view's session directory.
 func (vs *viewSession) holds(path string) bool {
-	for _, v := range vs.views {
+	for _, v := range vs.Views {
 		if under(path, v.Dir) {
 			return true
 		}
@@ -161,7 +215,7 @@ func (vs *viewSession) holds(path string) bool {
 // one line; what cannot be moved (another filesystem) stays in the
 // session directory, reported too.
 func (vs *viewSession) moveBack(stderr io.Writer) {
-	for i, v := range vs.views {
+	for i, v := range vs.Views {
 		names, kept, left := vs.moveView(i, v)
 		if len(kept) > 0 {
 			fmt.Fprintf(stderr, "jail: %s: the host created %s meanwhile; the jail's kept beside as %s\n", v.Host, Escaped(strings.Join(names, ", ")), Escaped(strings.Join(kept, ", ")))
@@ -186,7 +240,7 @@ func (vs *viewSession) moveView(i int, v SignInView) (names, kept, left []string
 		src := filepath.Join(v.Dir, name)
 		err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(v.Host, name), unix.RENAME_NOREPLACE)
 		if errors.Is(err, unix.EEXIST) {
-			beside := name + ".jail-" + vs.session[:min(8, len(vs.session))]
+			beside := name + ".jail-" + vs.Session[:min(8, len(vs.Session))]
 			if err = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(v.Host, beside), unix.RENAME_NOREPLACE); err == nil {
 				names, kept = append(names, name), append(kept, beside)
 				continue
@@ -211,10 +265,14 @@ func (vs *viewSession) jailMade(i int, v SignInView, name string) bool {
 		}
 	}
 	var st unix.Stat_t
-	if unix.Lstat(filepath.Join(v.Dir, name), &st) != nil || vs.copies[st.Ino] {
+	if unix.Lstat(filepath.Join(v.Dir, name), &st) != nil || slices.Contains(vs.Copies, st.Ino) {
 		return false
 	}
-	ino, ours := vs.made[i][name]
+	var ino uint64
+	ours := false
+	if i < len(vs.Made) {
+		ino, ours = vs.Made[i][name]
+	}
 	if !ours || ino != st.Ino {
 		return true
 	}
@@ -229,12 +287,16 @@ func (vs *viewSession) jailMade(i int, v SignInView, name string) bool {
 }
 
 // remove deletes the session directories, but those holding what could
-// not be moved back.
+// not be moved back, and the manifest.
 func (vs *viewSession) remove() {
-	for _, v := range vs.views {
+	for _, v := range vs.Views {
 		if !vs.keep[v.Dir] {
 			os.RemoveAll(v.Dir) // follows no symlink; the jail's mounts died with it
 		}
-		os.Remove(filepath.Dir(v.Dir)) // the session's, once empty
+	}
+	if len(vs.Views) > 0 {
+		dir := filepath.Dir(vs.Views[0].Dir)
+		os.Remove(filepath.Join(dir, manifestName))
+		os.Remove(dir) // once empty
 	}
 }

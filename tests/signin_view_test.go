@@ -250,3 +250,36 @@ ls -la ~/.claude
 		}
 	})
 }
+
+// A jail killed (SIGKILL) before its command exits cannot move back what
+// the jail created in ~/.claude: it stays on disk in the state directory,
+// and the next run moves it into ~/.claude.
+func TestSignInViewKilledJail(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.WriteFile(s.Home+"/.claude/history.jsonl", "host\n", 0o600)
+		cmd := s.JailCmd("--profile", "claude", "--no-network", "--", "sh", "-c", `echo before-kill > ~/.claude/made-inside; touch ready; sleep 60`)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitForFile(t, s.Project+"/ready")
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if _, err := os.Lstat(s.Home + "/.claude/made-inside"); err == nil {
+			t.Fatalf("control: the killed jail's entry reached ~/.claude without a next run; the test would prove nothing")
+		}
+		if m, _ := filepath.Glob(s.Home + "/.local/state/jail/views/*/0/made-inside"); len(m) != 1 {
+			t.Fatalf("the killed jail's entry is not kept in the state directory: %v", m)
+		}
+		waitGone(t, "sleep 60")
+		if r := s.Jail("--profile", "claude", "--no-network", "--", "true"); r.Code != 0 {
+			t.Fatalf("next run:\n%s", r)
+		}
+		hostUnchanged(t, s.Home+"/.claude/made-inside", "before-kill\n")
+		hostUnchanged(t, s.Home+"/.claude/history.jsonl", "host\n")
+		if views, _ := filepath.Glob(s.Home + "/.local/state/jail/views/*"); len(views) != 0 {
+			t.Errorf("views left in the state directory after the next run: %v", views)
+		}
+	})
+}
