@@ -27,9 +27,20 @@ type viewSession struct {
 	PID     int
 	Start   uint64 // the process's start time: a PID reused is not it
 	Views   []SignInView
-	Made    []map[string]uint64 // per view: name -> inode jail made
+	Made    []map[string]viewEntry // per view: what jail made for each name
 	Copies  []uint64
 	keep    map[string]bool // session directories left holding what could not be moved
+}
+
+// viewEntry is what jail made in a session directory for one name: the
+// inode of its entry there, and that of the host entry it stands for (the
+// same inode for a hard link) with its modification time, which tells a
+// new entry that reuses a freed inode number, or a file written since,
+// from the one the jail was shown (the change time would not do: the
+// jail's rename over its link changes it).
+type viewEntry struct {
+	Ino, Host uint64
+	HostTime  int64 // ns
 }
 
 // manifestName is the file, beside a session's view directories, that
@@ -99,8 +110,8 @@ func recoverSignInViews(stateDir, session string, stderr io.Writer) {
 	}
 }
 
-func makeView(v SignInView) ([]Op, map[string]uint64, error) {
-	made := map[string]uint64{}
+func makeView(v SignInView) ([]Op, map[string]viewEntry, error) {
+	made := map[string]viewEntry{}
 	if err := ensurePrivateDir(v.Dir); err != nil {
 		return nil, made, err
 	}
@@ -124,7 +135,7 @@ func makeView(v SignInView) ([]Op, map[string]uint64, error) {
 	}
 	for _, name := range v.Held {
 		stub := filepath.Join(v.Dir, name)
-		if err := makeFile(stub, made); err != nil {
+		if err := makeFile(stub, "", made); err != nil {
 			return nil, made, fmt.Errorf("preparing the jail's view of %s: %w", v.Host, err)
 		}
 		ops = append(ops, Op{Kind: "ro-bind", Src: stub, Dest: filepath.Join(v.Path, name)})
@@ -133,11 +144,17 @@ func makeView(v SignInView) ([]Op, map[string]uint64, error) {
 }
 
 // makeStub makes the session directory's entry for the host entry name
-// of type t, and returns the bind that shows the host entry over it: none
-// for a symlink (copied as a link: a bind would follow it) nor for a
-// hidden name (a mask is mounted over its stub).
-func makeStub(v SignInView, name string, t fs.FileMode, made map[string]uint64) (Op, error) {
+// of type t, and returns the bind that shows the host entry over it, if
+// any. A file the jail may write is a hard link to the host's (the same
+// file, written in place by either side, and a rename over it inside
+// lands in the session directory, moved back after exit); one that is
+// protected, or that cannot be linked (another filesystem, another
+// owner's), an empty stub with the host file bound over it. A symlink is
+// copied as a link (a bind would follow it); a hidden name keeps its stub
+// unbound (a mask is mounted over it).
+func makeStub(v SignInView, name string, t fs.FileMode, made map[string]viewEntry) (Op, error) {
 	host, stub := filepath.Join(v.Host, name), filepath.Join(v.Dir, name)
+	hidden, ro := slices.Contains(v.Hidden, name), !v.Writable || slices.Contains(v.ReadOnly, name)
 	var err error
 	switch {
 	case t&fs.ModeSymlink != 0:
@@ -146,42 +163,48 @@ func makeStub(v SignInView, name string, t fs.FileMode, made map[string]uint64) 
 			err = os.Symlink(target, stub)
 		}
 		if err == nil {
-			err = note(stub, made)
+			err = note(stub, host, made)
 		}
 		return Op{}, err
 	case t.IsDir():
 		if err = os.Mkdir(stub, 0o700); err == nil {
-			err = note(stub, made)
+			err = note(stub, host, made)
 		}
+	case !hidden && !ro && os.Link(host, stub) == nil:
+		return Op{}, note(stub, host, made)
 	default:
-		err = makeFile(stub, made)
+		err = makeFile(stub, host, made)
 	}
-	if err != nil || slices.Contains(v.Hidden, name) {
+	if err != nil || hidden {
 		return Op{}, err
 	}
 	kind := "bind-try" // gone from the host before bubblewrap binds it: the stub stays
-	if !v.Writable || slices.Contains(v.ReadOnly, name) {
+	if ro {
 		kind = "ro-bind-try"
 	}
 	return Op{Kind: kind, Src: host, Dest: filepath.Join(v.Path, name)}, nil
 }
 
-func makeFile(path string, made map[string]uint64) error {
+func makeFile(path, host string, made map[string]viewEntry) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
 	f.Close()
-	return note(path, made)
+	return note(path, host, made)
 }
 
-// note records the inode of what jail made at path.
-func note(path string, made map[string]uint64) error {
-	var st unix.Stat_t
+// note records the inodes of what jail made at path and of the host
+// entry it stands for ("" for none).
+func note(path, host string, made map[string]viewEntry) error {
+	var st, hs unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		return err
 	}
-	made[filepath.Base(path)] = st.Ino
+	if host != "" && unix.Lstat(host, &hs) != nil {
+		hs.Ino = 0 // gone meanwhile
+	}
+	made[filepath.Base(path)] = viewEntry{Ino: st.Ino, Host: hs.Ino, HostTime: hs.Mtim.Nano()}
 	return nil
 }
 
@@ -234,11 +257,18 @@ func (vs *viewSession) moveView(i int, v SignInView) (names, kept, left []string
 	}
 	for _, e := range list {
 		name := e.Name()
-		if !vs.jailMade(i, v, name) {
+		verdict, rec := vs.classify(i, v, name)
+		if verdict == stays {
 			continue
 		}
-		src := filepath.Join(v.Dir, name)
-		err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(v.Host, name), unix.RENAME_NOREPLACE)
+		src, dst := filepath.Join(v.Dir, name), filepath.Join(v.Host, name)
+		err := errHostChanged
+		if verdict == replaces {
+			err = replaceUnchanged(src, dst, rec)
+		}
+		if errors.Is(err, errHostChanged) {
+			err = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+		}
 		if errors.Is(err, unix.EEXIST) {
 			beside := name + ".jail-" + vs.Session[:min(8, len(vs.Session))]
 			if err = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(v.Host, beside), unix.RENAME_NOREPLACE); err == nil {
@@ -250,40 +280,103 @@ func (vs *viewSession) moveView(i int, v SignInView) (names, kept, left []string
 			left = append(left, fmt.Sprintf("%s (%v)", name, err))
 		}
 	}
+	vs.removeDeleted(i, v)
 	return names, kept, left
 }
 
-// jailMade reports whether the session directory's entry name is the
-// jail's own: not a sign-in file's name nor a protected or masked one
-// (never moved, whatever is there), not a session copy under another
-// name, and not what jail made there unless the jail wrote into it (a
-// stub whose host entry was gone before it could be bound).
-func (vs *viewSession) jailMade(i int, v SignInView, name string) bool {
+// removeDeleted removes from the host directory each file (or symlink)
+// the jail was shown as its own entry and removed, or renamed away, inside,
+// when the host has not changed it since: as if the jail had removed it
+// there. A file the host changed meanwhile stays.
+func (vs *viewSession) removeDeleted(i int, v SignInView) {
+	if i >= len(vs.Made) {
+		return
+	}
+	for name, rec := range vs.Made[i] {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(v.Dir, name), &st) == nil || rec.Host == 0 || slices.Contains(v.ReadOnly, name) || slices.Contains(v.Hidden, name) {
+			continue // still there, not a host entry, or never the jail's to remove
+		}
+		host := filepath.Join(v.Host, name)
+		if unix.Lstat(host, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Ino != rec.Host || st.Mtim.Nano() != rec.HostTime {
+			continue
+		}
+		os.Remove(host)
+	}
+}
+
+// errHostChanged is a host entry no longer the one the jail was shown.
+var errHostChanged = errors.New("changed on the host")
+
+// replaceUnchanged puts src in dst's place if dst is still the host entry
+// rec stands for, by exchanging the two atomically: what the host has at
+// dst is never replaced unseen. The old entry goes with the session
+// directory.
+func replaceUnchanged(src, dst string, rec viewEntry) error {
+	same := func(path string) bool {
+		var st unix.Stat_t
+		return rec.Host != 0 && unix.Lstat(path, &st) == nil && st.Ino == rec.Host && st.Mtim.Nano() == rec.HostTime
+	}
+	if !same(dst) {
+		return errHostChanged
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE); err != nil {
+		return err
+	}
+	if same(src) {
+		return nil
+	}
+	// The host replaced it between the check and the exchange: undo.
+	if err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE); err != nil {
+		return err
+	}
+	return errHostChanged
+}
+
+// What becomes of an entry of a session directory after exit.
+const (
+	stays    = iota // the host's own, a protected or sign-in name, a session copy
+	isNew           // the jail's, under a name the host did not have
+	replaces        // the jail's, in place of the host entry it was shown
+)
+
+// classify tells what becomes of the session directory's entry name: a
+// sign-in file's name, a protected or masked one, or a session copy under
+// another name stays (whatever is there); what jail made there stays
+// unless the jail wrote into a stub (its host entry was gone before it
+// could be bound); an entry the jail put in place of a host entry
+// replaces it, unless the host changed it meanwhile.
+func (vs *viewSession) classify(i int, v SignInView, name string) (int, viewEntry) {
 	for _, names := range [][]string{v.SignIn, v.Held, v.ReadOnly, v.Hidden} {
 		if slices.Contains(names, name) {
-			return false
+			return stays, viewEntry{}
 		}
 	}
 	var st unix.Stat_t
 	if unix.Lstat(filepath.Join(v.Dir, name), &st) != nil || slices.Contains(vs.Copies, st.Ino) {
-		return false
+		return stays, viewEntry{}
 	}
-	var ino uint64
+	var rec viewEntry
 	ours := false
 	if i < len(vs.Made) {
-		ino, ours = vs.Made[i][name]
+		rec, ours = vs.Made[i][name]
 	}
-	if !ours || ino != st.Ino {
-		return true
+	switch {
+	case !ours:
+		return isNew, rec
+	case rec.Ino != st.Ino:
+		return replaces, rec
+	case rec.Ino == rec.Host || st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return stays, rec // the host's file itself, or its link copied
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		if sub, _ := os.ReadDir(filepath.Join(v.Dir, name)); len(sub) > 0 {
+			return isNew, rec
+		}
+		return stays, rec
+	case st.Size > 0:
+		return isNew, rec
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFLNK:
-		return false
-	case unix.S_IFDIR:
-		sub, _ := os.ReadDir(filepath.Join(v.Dir, name))
-		return len(sub) > 0
-	}
-	return st.Size > 0
+	return stays, rec
 }
 
 // remove deletes the session directories, but those holding what could

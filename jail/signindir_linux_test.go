@@ -15,7 +15,7 @@ func viewFixture(t *testing.T) (*Plan, SignInView) {
 	t.Helper()
 	base := t.TempDir()
 	host := filepath.Join(base, "home", ".claude")
-	for name, content := range map[string]string{"a": "host a", "d/inner": "host inner", "settings.json": "{}", "m": "masked", ".credentials.json": "{}", "both-dir/x": ""} {
+	for name, content := range map[string]string{"a": "host a", "gone": "g", "kept": "k", "d/inner": "host inner", "settings.json": "{}", "m": "masked", ".credentials.json": "{}", "both-dir/x": ""} {
 		os.MkdirAll(filepath.Dir(filepath.Join(host, name)), 0o700)
 		if err := os.WriteFile(filepath.Join(host, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -28,10 +28,11 @@ func viewFixture(t *testing.T) (*Plan, SignInView) {
 	return &Plan{Session: "0123456789abcdef", StateDir: state, SignInViews: []SignInView{v}}, v
 }
 
-// The session directory holds a stub for each host entry, bound over by
-// it (read-only where protected, not at all where masked), the symlinks
-// as links, the held sign-in file empty and read-only, and nothing for
-// the sign-in copy, written next.
+// The session directory holds a hard link to each writable host file, a
+// stub for each other host entry, bound over by it (read-only where
+// protected, not at all where masked), the symlinks as links, the held
+// sign-in file empty and read-only, and nothing for the sign-in copy,
+// written next.
 func TestPrepareSignInViews(t *testing.T) {
 	plan, v := viewFixture(t)
 	vs, entries, err := prepareSignInViews(plan, &bytes.Buffer{})
@@ -43,14 +44,17 @@ func TestPrepareSignInViews(t *testing.T) {
 	for _, o := range entries[v.Path] {
 		got = append(got, o.Kind+" "+strings.TrimPrefix(o.Src, v.Host+"/")+" "+strings.TrimPrefix(o.Dest, v.Path+"/"))
 	}
-	want := []string{"bind-try a a", "bind-try both-dir both-dir", "bind-try d d", "ro-bind-try settings.json settings.json", "ro-bind " + v.Dir + "/.other.json .other.json"}
+	want := []string{"bind-try both-dir both-dir", "bind-try d d", "ro-bind-try settings.json settings.json", "ro-bind " + v.Dir + "/.other.json .other.json"}
 	if !slices.Equal(got, want) {
 		t.Errorf("entry binds:\n got %q\nwant %q", got, want)
 	}
 	if l, err := os.Readlink(filepath.Join(v.Dir, "l")); err != nil || l != "/nowhere/target" {
 		t.Errorf("the symlink's copy: %q %v", l, err)
 	}
-	for _, name := range []string{"a", "m", "settings.json", ".other.json"} {
+	if a, h := inode(t, filepath.Join(v.Dir, "a")), inode(t, filepath.Join(v.Host, "a")); a != h {
+		t.Errorf("the writable file a is not a hard link to the host's: inodes %d, %d", a, h)
+	}
+	for _, name := range []string{"m", "settings.json", ".other.json"} {
 		if fi, err := os.Lstat(filepath.Join(v.Dir, name)); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
 			t.Errorf("stub %s: %v %v", name, fi, err)
 		}
@@ -91,8 +95,17 @@ func TestSignInViewMoveBack(t *testing.T) {
 	write(filepath.Join(v.Dir, "settings.local.json"), `{"hooks":1}`)
 	os.Rename(copyPath, filepath.Join(v.Dir, "renamed-copy"))
 	write(copyPath, "planted")
+	write(filepath.Join(v.Dir, "a.tmp"), "jail a")
+	os.Rename(filepath.Join(v.Dir, "a.tmp"), filepath.Join(v.Dir, "a")) // a rename over a host file
+	write(filepath.Join(v.Dir, "l.tmp"), "jail l")
+	os.Rename(filepath.Join(v.Dir, "l.tmp"), filepath.Join(v.Dir, "l"))
+	os.Remove(filepath.Join(v.Dir, "gone"))
+	os.Remove(filepath.Join(v.Dir, "kept"))
 	// What the host does meanwhile.
+	write(filepath.Join(v.Host, "kept"), "host rewrote it")
 	write(filepath.Join(v.Host, "both"), "host both")
+	os.Remove(filepath.Join(v.Host, "l"))
+	os.Symlink("/elsewhere", filepath.Join(v.Host, "l"))
 
 	var stderr bytes.Buffer
 	vs.moveBack(&stderr)
@@ -101,7 +114,16 @@ func TestSignInViewMoveBack(t *testing.T) {
 	if read("new") != "jail new" || read("newdir/f") != "jail f" || read("both") != "host both" || read("both.jail-01234567") != "jail both" {
 		t.Errorf("host after moving back: new %q, newdir/f %q, both %q, both.jail-01234567 %q", read("new"), read("newdir/f"), read("both"), read("both.jail-01234567"))
 	}
-	if read("a") != "host a" || read("settings.json") != "{}" || read(".credentials.json") != "{}" || read("m") != "masked" {
+	if read("a") != "jail a" {
+		t.Errorf("the jail's rename over a, unchanged on the host, did not reach it: %q", read("a"))
+	}
+	if l, _ := os.Readlink(filepath.Join(v.Host, "l")); l != "/elsewhere" || read("l.jail-01234567") != "jail l" {
+		t.Errorf("the host's own new l was replaced, or the jail's not kept beside: %q, %q", l, read("l.jail-01234567"))
+	}
+	if _, err := os.Lstat(filepath.Join(v.Host, "gone")); err == nil || read("kept") != "host rewrote it" {
+		t.Errorf("a file removed inside: want it removed on the host unless the host changed it since (gone %v, kept %q)", err, read("kept"))
+	}
+	if read("settings.json") != "{}" || read(".credentials.json") != "{}" || read("m") != "masked" || read("d/inner") != "host inner" {
 		t.Errorf("a host entry was replaced by its stub or by the jail's")
 	}
 	for _, name := range []string{"renamed-copy", "settings.local.json", ".other.json"} {
@@ -109,7 +131,7 @@ func TestSignInViewMoveBack(t *testing.T) {
 			t.Errorf("%s reached the host directory", name)
 		}
 	}
-	if strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "created both meanwhile; the jail's kept beside as both.jail-01234567") {
+	if strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "created both, l meanwhile; the jail's kept beside as both.jail-01234567, l.jail-01234567") {
 		t.Errorf("stderr: %q", stderr.String())
 	}
 	if _, err := os.Lstat(filepath.Dir(v.Dir)); err == nil {
@@ -142,3 +164,4 @@ func TestRecoverSignInViews(t *testing.T) {
 		t.Errorf("the killed jail's views were left: %s", filepath.Dir(v.Dir))
 	}
 }
+

@@ -132,8 +132,11 @@ func TestSignInViewHostRenames(t *testing.T) {
 // What the jail creates at the top of ~/.claude (a file, a directory)
 // reaches the host after exit; a name the host created meanwhile keeps
 // the host's content, the jail's kept beside it and reported in one line.
-// A host entry cannot be removed or renamed from inside, and the session
-// copy renamed to a new name does not reach the host.
+// A host file is shared as it runs (an append shows on the host at once);
+// renamed over, renamed or removed inside, it is so on the host after
+// exit. A host directory cannot be removed or renamed from inside
+// (EBUSY), and the session copy renamed to a new name does not reach the
+// host.
 func TestSignInViewNewEntries(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -142,23 +145,29 @@ func TestSignInViewNewEntries(t *testing.T) {
 		dir := s.Home + "/.claude"
 		s.WriteFile(dir+"/.credentials.json", claudeCredentials(k.Access, k.Refresh, time.Now().Add(time.Hour).UnixMilli()), 0o600)
 		s.WriteFile(dir+"/history.jsonl", "host history\n", 0o600)
+		s.WriteFile(dir+"/registry.json", "host registry\n", 0o600)
+		s.WriteFile(dir+"/notes.md", "host notes\n", 0o600)
+		s.WriteFile(dir+"/old.log", "old\n", 0o600)
 		s.WriteFile(dir+"/projects/p/log", "host log\n", 0o600)
 		if err := os.Mkdir(dir+"/todos", 0o700); err != nil {
 			t.Fatal(err)
 		}
 		s.chownUp(dir + "/todos")
 		cmd := s.JailCmd("--profile", "claude", "--no-network", "--", "sh", "-c", `
-echo jail-new > ~/.claude/new-file
-mkdir ~/.claude/new-dir && echo in-dir > ~/.claude/new-dir/f
-echo jail-version > ~/.claude/both
-echo more >> ~/.claude/history.jsonl && echo "@@APPEND ok"
-echo jail-log > ~/.claude/projects/p/log2
-rm -f ~/.claude/history.jsonl 2>&1; [ -e ~/.claude/history.jsonl ] && echo "@@RM refused"
-rmdir ~/.claude/todos 2>&1; [ -d ~/.claude/todos ] && echo "@@RMDIR refused"
-mv ~/.claude/history.jsonl ~/.claude/moved 2>&1; [ -e ~/.claude/history.jsonl ] && echo "@@MV refused"
-mv ~/.claude/.credentials.json ~/.claude/creds-moved.json && echo "@@COPY moved"
-touch ready
-while [ ! -e done ]; do sleep 0.05; done
+cd ~/.claude
+echo jail-new > new-file
+mkdir new-dir && echo in-dir > new-dir/f
+echo jail-version > both
+echo more >> history.jsonl && echo "@@APPEND ok"
+printf 'jail registry\n' > registry.json.tmp && mv registry.json.tmp registry.json && echo "@@RENAMED-OVER ok"
+mv notes.md notes-renamed.md && echo "@@MV ok"
+rm old.log && echo "@@RM ok"
+echo jail-log > projects/p/log2
+rmdir todos 2>&1; [ -d todos ] && echo "@@RMDIR refused"
+mv projects projects-moved 2>&1; [ -d projects ] && echo "@@MVDIR refused"
+mv .credentials.json creds-moved.json && echo "@@COPY moved"
+touch ~/../project/ready
+while [ ! -e ~/../project/done ]; do sleep 0.05; done
 `)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -167,6 +176,9 @@ while [ ! -e done ]; do sleep 0.05; done
 		}
 		defer cmd.Process.Kill()
 		waitForFile(t, s.Project+"/ready")
+		if got := hostFile(t, dir+"/history.jsonl"); got != "host history\nmore\n" {
+			t.Errorf("while the jail runs, its append to history.jsonl is not on the host: %q", got)
+		}
 		s.WriteFile(dir+"/both", "host-version\n", 0o600)
 		s.WriteFile(s.Project+"/done", "", 0o644)
 		err := cmd.Wait()
@@ -174,19 +186,27 @@ while [ ! -e done ]; do sleep 0.05; done
 		if err != nil {
 			t.Fatalf("jail failed (%v):\n%s", err, r)
 		}
-		for _, w := range []string{"@@APPEND ok", "@@RM refused", "@@RMDIR refused", "@@MV refused", "@@COPY moved"} {
+		for _, w := range []string{"@@APPEND ok", "@@RENAMED-OVER ok", "@@MV ok", "@@RM ok", "@@RMDIR refused", "@@MVDIR refused", "@@COPY moved"} {
 			if !strings.Contains(r.Stdout, w) {
 				t.Errorf("inside, want %q:\n%s", w, r)
 			}
 		}
-		if !strings.Contains(r.Stdout, "busy") {
-			t.Errorf("removing a host entry inside: want EBUSY (Device or resource busy):\n%s", r)
+		if strings.Count(r.Stdout, "busy") != 2 {
+			t.Errorf("removing and renaming a host directory inside: want EBUSY (Device or resource busy) twice:\n%s", r)
 		}
 		hostUnchanged(t, dir+"/new-file", "jail-new\n")
 		hostUnchanged(t, dir+"/new-dir/f", "in-dir\n")
 		hostUnchanged(t, dir+"/both", "host-version\n")
 		hostUnchanged(t, dir+"/history.jsonl", "host history\nmore\n")
+		hostUnchanged(t, dir+"/registry.json", "jail registry\n")
+		hostUnchanged(t, dir+"/notes-renamed.md", "host notes\n")
 		hostUnchanged(t, dir+"/projects/p/log2", "jail-log\n")
+		hostAbsent(t, dir+"/notes.md")
+		hostAbsent(t, dir+"/old.log")
+		hostAbsent(t, dir+"/projects-moved")
+		if fi, err := os.Stat(dir + "/todos"); err != nil || !fi.IsDir() {
+			t.Errorf("the host's todos directory: %v", err)
+		}
 		beside, _ := filepath.Glob(dir + "/both.jail-*")
 		if len(beside) != 1 || hostFile(t, beside[0]) != "jail-version\n" {
 			t.Errorf("the jail's own \"both\" was not kept beside the host's: %v", beside)
@@ -194,7 +214,6 @@ while [ ! -e done ]; do sleep 0.05; done
 		if n := strings.Count(r.Stderr, "kept beside"); n != 1 || !regexp.MustCompile(`created both meanwhile.*kept beside as both\.jail-`).MatchString(r.Stderr) {
 			t.Errorf("want one line on stderr naming the name kept beside the host's:\n%s", r.Stderr)
 		}
-		hostAbsent(t, dir+"/moved")
 		hostAbsent(t, dir+"/creds-moved.json")
 		if got := credsTokens(hostFile(t, dir+"/.credentials.json")); got["accessToken"] != k.Access {
 			t.Errorf("the host's sign-in file changed: %v", got)
