@@ -164,4 +164,3 @@ func TestRecoverSignInViews(t *testing.T) {
 		t.Errorf("the killed jail's views were left: %s", filepath.Dir(v.Dir))
 	}
 }
-
