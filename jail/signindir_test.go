@@ -112,6 +112,12 @@ func TestSignInViewKinds(t *testing.T) {
 	if a := ops2args(opAt(p, "/home/u/.claude")); a != "--ro-bind "+p.SignInViews[0].Dir+" /home/u/.claude" {
 		t.Errorf("read-only view args: %s", a)
 	}
+	// The file bound alone: its copy takes the bind's place on the
+	// throwaway home, whose name no host process can rename over.
+	p = claudeViewPlan(t, true, Policy{AllowRead: []string{"/home/u/.claude/.credentials.json"}})
+	if ops := opAt(p, "/home/u/.claude/.credentials.json"); len(p.SignInViews) != 0 || len(ops) != 1 || ops[0].Src != p.SignIn[0].Copy {
+		t.Errorf("the sign-in file bound alone: ops %v, views %+v", ops, p.SignInViews)
+	}
 	p = claudeViewPlan(t, true, Policy{AllowWrite: []string{"/home/u/.claude"}, Mode: "learning"})
 	if len(p.SignInViews) != 0 || len(p.SignIn) != 1 {
 		t.Errorf("learning: views %+v, sign-in files %+v", p.SignInViews, p.SignIn)
