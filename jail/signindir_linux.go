@@ -379,17 +379,20 @@ func (vs *viewSession) classify(i int, v SignInView, name string) (int, viewEntr
 	return stays, rec
 }
 
-// remove deletes the session directories, but those holding what could
-// not be moved back, and the manifest.
+// remove deletes the manifest, then the session directories but those
+// holding what could not be moved back: in this order, so that a jail
+// killed halfway leaves no manifest naming a directory partly removed,
+// whose missing entries would read as removed by the jail.
 func (vs *viewSession) remove() {
+	if len(vs.Views) == 0 {
+		return
+	}
+	dir := filepath.Dir(vs.Views[0].Dir)
+	os.Remove(filepath.Join(dir, manifestName))
 	for _, v := range vs.Views {
 		if !vs.keep[v.Dir] {
 			os.RemoveAll(v.Dir) // follows no symlink; the jail's mounts died with it
 		}
 	}
-	if len(vs.Views) > 0 {
-		dir := filepath.Dir(vs.Views[0].Dir)
-		os.Remove(filepath.Join(dir, manifestName))
-		os.Remove(dir) // once empty
-	}
+	os.Remove(dir) // once empty
 }
