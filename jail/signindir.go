@@ -16,22 +16,26 @@ import (
 // and the jail then sees the host's new file (an agent refreshing its
 // tokens outside the jail does exactly this). A session directory holds
 // no host name at all: the sign-in files are plain files in it (session
-// copies, or empty and read-only where the host has none), every other
-// entry of the host directory is bound onto a stub of its own in it
-// (read-only where the policy protects it, left unbound where it is
-// masked), and a host-side rename, unlink or replacement of any name
-// replaces a host name that no mount of the jail hangs on: the jail keeps
-// the entry it was shown, or the session directory's stub, never the
-// host's new file.
+// copies, or empty and read-only where the host has none); every other
+// file of the host directory is a hard link to it, the same file written
+// in place by either side, unless it is protected (then an empty stub
+// with the host file bound over it read-only), masked (the stub left
+// unbound, the mask mounted over it) or cannot be linked (bound like a
+// protected one, writable); every directory is bound onto a stub; a
+// symlink is copied. A host-side rename, unlink or replacement of any
+// name then replaces a host name that no mount of the jail hangs on: the
+// jail keeps the entry it was shown, or the session directory's stub,
+// never the host's new file.
 //
-// Inside, a bound name cannot be removed or renamed (rmdir, unlink and
-// rename give EBUSY), as with any mount point; a new top-level entry
-// lands in the session directory and is moved into the host directory
-// after exit when the host has no entry of that name (else kept beside it
-// under a suffixed name, reported). Entries removed inside that jail did
-// not move back (the session copy, a new entry removed again) are simply
-// gone with the session directory; nothing inside removes a host entry
-// of the directory itself.
+// After exit, what the jail changed at the top of the directory is
+// applied to the host directory (see moveBack): a new entry is moved in
+// when the host has no entry of that name (else kept beside it under a
+// suffixed name, reported); a file renamed over, renamed away or removed
+// inside is so on the host unless the host changed it meanwhile. A bound
+// name (a directory, a protected file) cannot be removed or renamed
+// inside: rmdir, unlink and rename give EBUSY, as for any mount point.
+// The sign-in files' names, the protected and the masked ones never reach
+// the host, whatever the jail left there.
 type SignInView struct {
 	Path     string // the directory inside
 	Host     string // the host directory behind it

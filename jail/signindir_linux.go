@@ -231,12 +231,14 @@ func (vs *viewSession) holds(path string) bool {
 	return false
 }
 
-// moveBack moves the top-level entries the jail created in each session
-// directory into the host directory, once the jailed command has exited:
-// under their own name where the host has none (checked atomically by
-// the rename itself), else beside it under a suffixed name, reported in
-// one line; what cannot be moved (another filesystem) stays in the
-// session directory, reported too.
+// moveBack applies to each host directory what the jail changed at the
+// top of its session directory, once the jailed command has exited: a new
+// entry is moved in under its own name where the host has none (checked
+// atomically by the rename itself), else beside it under a suffixed name,
+// reported in one line; an entry put in place of a host file replaces it,
+// and a host file removed inside is removed, unless the host changed it
+// meanwhile. What cannot be moved (another filesystem) stays in the
+// session directory, reported.
 func (vs *viewSession) moveBack(stderr io.Writer) {
 	for i, v := range vs.Views {
 		names, kept, left := vs.moveView(i, v)

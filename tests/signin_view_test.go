@@ -302,3 +302,43 @@ func TestSignInViewKilledJail(t *testing.T) {
 		}
 	})
 }
+
+// The real Claude Code, its access token expired, refreshes through the
+// proxy while ~/.claude is a session view: the host file is replaced by
+// rename (a new inode, nothing left beside it) with the new real tokens,
+// and Claude Code inside, which rewrites its own copy, never sees them.
+func TestSignInViewClaudeCodeRefreshAtomic(t *testing.T) {
+	t.Parallel()
+	argv, cache := claudeCode(t)
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		k, api, oauth := setupSignIn(t, s)
+		hostPath := s.Home + "/.claude/.credentials.json"
+		var before syscall.Stat_t
+		if err := syscall.Stat(hostPath, &before); err != nil {
+			t.Fatal(err)
+		}
+		s.Env = append(s.Env, "CLAUDE_CODE_MAX_RETRIES=1")
+		script := `"$@" -p "say hi"; echo "@@EXIT $?"; echo "@@CREDS $(cat ~/.claude/.credentials.json)"; ls -la ~/.claude`
+		args := append([]string{"--profile", "claude", "--allow-read", cache, "--", "sh", "-c", script, "claude"}, argv...)
+		r, timedOut := jailTimeout(t, s.JailCmd(args...), "", 2*time.Minute)
+		k.noReal(t, "Claude Code's output", r.Stdout+r.Stderr)
+		if timedOut || !strings.Contains(r.Stdout, "@@EXIT 0") || !strings.Contains(r.Stdout, mockAnswer) {
+			t.Fatalf("claude -p inside: want exit 0 and %q (timed out: %v):\n%s\napi saw: %v\ntoken endpoint saw: %v", mockAnswer, timedOut, r, api.paths(), oauth.requests())
+		}
+		if inside := credsTokens(r.Stdout[strings.Index(r.Stdout, "@@CREDS"):]); !strings.Contains(inside["accessToken"], "jail") {
+			t.Errorf("after the refresh the jail's access token is %q, want a placeholder", inside["accessToken"])
+		}
+		host := credsTokens(hostFile(t, hostPath))
+		if host["accessToken"] != k.NewAccess || host["refreshToken"] != k.NewRefresh {
+			t.Errorf("the host file after the refresh holds %v, want the new real tokens", host)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(hostPath, &st); err != nil || st.Ino == before.Ino || st.Mode&0o777 != 0o600 {
+			t.Errorf("the host file after the refresh: inode %d -> %d (want a new one: renamed over), mode %o (%v)", before.Ino, st.Ino, st.Mode&0o777, err)
+		}
+		if m, _ := filepath.Glob(s.Home + "/.claude/.credentials.json*"); len(m) != 1 {
+			t.Errorf("beside the host file after the refresh: %v", m)
+		}
+	})
+}
