@@ -59,7 +59,10 @@ type SignInFile struct {
 	Path string // inside
 	Host string // the host file (a symlink's target)
 	Copy string // host path of the session copy, written before the jail starts
-	Rule signInRule
+	// InPlace: the copy is bound over the host file's name (no session
+	// view), so the host file is saved in place, never renamed over.
+	InPlace bool
+	Rule    signInRule
 }
 
 // signInSpot is where a sign-in file stands for the plan.
@@ -100,7 +103,7 @@ func planSignIn(p *Plan, home, sessionDir, stateDir string, where func(path stri
 				p.Ops = slices.DeleteFunc(p.Ops, func(o Op) bool { return o.Dest == path && (o.Kind == "bind" || o.Kind == "ro-bind") })
 			}
 			cp := filepath.Join(sessionDir, fmt.Sprintf("signin-%d%s", len(p.SignIn), filepath.Ext(rule.Rel)))
-			p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: cp, Rule: rule})
+			p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: cp, InPlace: !spot.Bound, Rule: rule})
 			kind := "ro-bind"
 			if spot.Writable {
 				kind = "bind"

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jailsh/jail/proxy"
@@ -172,11 +173,39 @@ func (st *signInState) save(answer map[string]any) error {
 	if err != nil {
 		return err
 	}
+	if st.file.InPlace {
+		return writeInPlace(st.file.Host, b)
+	}
 	// A rename, as the agent itself saves it outside the jail: no mount of
 	// the jail hangs on the host file's name (the copy lies in a session
 	// view, or is bound over a name of the throwaway home), and the temporary
 	// file beside it is not in the jail's view.
 	return proxy.WriteFileAtomic(st.file.Host, b, 0o600)
+}
+
+// writeInPlace rewrites path's content in place, mode 0600, and syncs
+// it: for a copy bound over the host file's name (no session view), where
+// a rename over that name would detach the bind inside (the kernel drops
+// mounts on a replaced name in every namespace), showing the jail the
+// real file. No spare copy beside it either: the directory is the jail's
+// to read.
+func writeInPlace(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, step := range []func() error{
+		func() error { return f.Chmod(0o600) },
+		func() error { return f.Truncate(0) },
+		func() error { _, err := f.WriteAt(b, 0); return err },
+		f.Sync,
+	} {
+		if err := step(); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	return nil
 }
 
 func decodeJSONObject(b []byte) (map[string]any, error) {

@@ -83,4 +83,16 @@ func TestSignInSave(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(sf.Host), "*")); len(m) != 1 {
 		t.Errorf("save left files beside the host file: %v", m)
 	}
+	// A copy bound over the host file's name: saved in place (the same
+	// inode, which the bind hangs on).
+	sf.InPlace = true
+	ep = signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: key})[0]
+	if err := ep.Save(map[string]any{"access_token": "sk-ant-oat01-newer"}); err != nil {
+		t.Fatal(err)
+	}
+	var inPlace syscall.Stat_t
+	syscall.Stat(sf.Host, &inPlace)
+	if b, _ := os.ReadFile(sf.Host); inPlace.Ino != after.Ino || !strings.Contains(string(b), "sk-ant-oat01-newer") {
+		t.Errorf("an in-place save replaced the file (inode %d -> %d) or lost the token: %s", after.Ino, inPlace.Ino, b)
+	}
 }

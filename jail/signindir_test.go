@@ -55,7 +55,7 @@ func TestSignInViewPlanned(t *testing.T) {
 			t.Errorf("the view does not keep %s read-only: %v", name, v.ReadOnly)
 		}
 	}
-	if len(p.SignIn) != 1 || p.SignIn[0].Copy != v.Dir+"/.credentials.json" || p.SignIn[0].Host != "/home/u/.claude/.credentials.json" {
+	if len(p.SignIn) != 1 || p.SignIn[0].Copy != v.Dir+"/.credentials.json" || p.SignIn[0].Host != "/home/u/.claude/.credentials.json" || p.SignIn[0].InPlace {
 		t.Errorf("sign-in files: %+v", p.SignIn)
 	}
 	ops := opAt(p, "/home/u/.claude")
@@ -115,12 +115,12 @@ func TestSignInViewKinds(t *testing.T) {
 	// The file bound alone: its copy takes the bind's place on the
 	// throwaway home, whose name no host process can rename over.
 	p = claudeViewPlan(t, true, Policy{AllowRead: []string{"/home/u/.claude/.credentials.json"}})
-	if ops := opAt(p, "/home/u/.claude/.credentials.json"); len(p.SignInViews) != 0 || len(ops) != 1 || ops[0].Src != p.SignIn[0].Copy {
+	if ops := opAt(p, "/home/u/.claude/.credentials.json"); len(p.SignInViews) != 0 || len(ops) != 1 || ops[0].Src != p.SignIn[0].Copy || p.SignIn[0].InPlace {
 		t.Errorf("the sign-in file bound alone: ops %v, views %+v", ops, p.SignInViews)
 	}
 	p = claudeViewPlan(t, true, Policy{AllowWrite: []string{"/home/u/.claude"}, Mode: "learning"})
-	if len(p.SignInViews) != 0 || len(p.SignIn) != 1 {
-		t.Errorf("learning: views %+v, sign-in files %+v", p.SignInViews, p.SignIn)
+	if len(p.SignInViews) != 0 || len(p.SignIn) != 1 || !p.SignIn[0].InPlace {
+		t.Errorf("learning: views %+v, sign-in files %+v (want the host file saved in place)", p.SignInViews, p.SignIn)
 	}
 }
 
