@@ -106,7 +106,7 @@ func (v *SignInView) why() string {
 	if len(v.Held) > 0 {
 		parts = append(parts, "sign-in tokens: none; "+strings.Join(v.Held, ", ")+" held empty, read-only")
 	}
-	return "session view (" + strings.Join(parts, "; ") + "; the host's other entries bound in, new ones moved back after exit)"
+	return "session view (" + strings.Join(parts, "; ") + "; the host's other entries shown in it, what the jail changes there applied after exit)"
 }
 
 // insertViewOp puts a view's op where the bind of its directory stood
