@@ -261,8 +261,12 @@ type Op struct {
 // Args renders the op as bubblewrap arguments.
 func (o Op) Args() []string {
 	switch o.Kind {
-	case "ro-bind", "bind", "symlink":
+	case "ro-bind", "bind", "symlink", "bind-try", "ro-bind-try":
 		return []string{"--" + o.Kind, o.Src, o.Dest}
+	case "view":
+		return []string{"--bind", o.Src, o.Dest}
+	case "ro-view":
+		return []string{"--ro-bind", o.Src, o.Dest}
 	case "mask":
 		return []string{"--ro-bind", "/dev/null", o.Dest}
 	case "mask-dir":
@@ -274,6 +278,9 @@ func (o Op) Args() []string {
 }
 
 func (o Op) String() string {
+	if o.Kind == "view" || o.Kind == "ro-view" { // the tree's bind, seen through its session directory
+		o.Kind, o.Src = strings.TrimSuffix(o.Kind, "view")+"bind", ""
+	}
 	s := fmt.Sprintf("%-10s %s", o.Kind, o.Dest)
 	if o.Src != "" && o.Src != o.Dest {
 		s += " <- " + o.Src
@@ -332,8 +339,11 @@ type Plan struct {
 	// merged back after exit without their command-bearing keys.
 	AgentFiles []AgentFile
 	// SignIn are agents' sign-in files shown inside as session copies
-	// whose tokens are placeholders.
-	SignIn []SignInFile
+	// whose tokens are placeholders; SignInViews the directories holding
+	// them, shown as session directories (their entries bound in at run
+	// time, after each view's op).
+	SignIn      []SignInFile
+	SignInViews []SignInView
 
 	// Placeholders are protected paths (and their missing parents) absent
 	// at start inside a writable host tree: jail creates them on the host
@@ -984,7 +994,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		}
 	}
 	p.Ops = append(p.Ops, agentOps...)
-	planSignIn(p, f.Home, f.SessionDir, func(path string) (signInSpot, bool) {
+	planSignIn(p, f.Home, f.SessionDir, f.StateDir, func(path string) (signInSpot, bool) {
 		in := f.info(path)
 		b, ok := cover(path)
 		if !ok || in.Dir || in.Unreadable || maskSet[path] || coveredBy(path, maskSet) {
@@ -994,7 +1004,16 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		if in.Resolved != "" {
 			host = in.Resolved
 		}
-		return signInSpot{Host: host, Exists: in.Exists, Writable: b.writable && p.OverlayHome == ""}, true
+		return signInSpot{Host: host, Exists: in.Exists, Writable: b.writable && p.OverlayHome == "", Bound: b.dest == path}, true
+	}, func(dir string) (viewSpot, bool) {
+		in := f.info(dir)
+		b, ok := cover(dir)
+		if !ok || !in.Exists || !in.Dir || in.Link != "" || in.Unreadable || (p.OverlayHome != "" && under(dir, f.Home)) ||
+			maskSet[dir] || coveredBy(dir, maskSet) || (b.writable && symlinkAt(dir, b.dest, f) != "") {
+			return viewSpot{}, false
+		}
+		return viewSpot{Host: hostOf(b, dir), Writable: b.writable && !roSet[dir] && !coveredBy(dir, roSet), Bound: b.dest == dir,
+			ReadOnly: topNames(dir, readOnlyPaths(p, roSet)), Hidden: topNames(dir, hiddenPaths(p, f.SessionDir))}, true
 	})
 	return p, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,17 +96,29 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	if plan.Net == nil && plan.GitExclude != nil {
 		defer os.RemoveAll(filepath.Dir(plan.GitExclude.Copy))
 	}
+	// Sign-in views: session directories holding the sign-in copies, the
+	// host directory's other entries bound in; what the jail creates in
+	// them is moved back once the command has exited.
+	views, viewOps, err := prepareSignInViews(plan, stderr)
+	if err != nil {
+		return 125, &ExitError{125, err}
+	}
+	defer views.remove()
+	plan.Ops = expandViews(plan.Ops, viewOps)
 	// Masked .env copies must exist before bubblewrap binds them; secret
 	// values go to the proxy only, never into the jail.
 	secrets, err := prepareSecrets(plan, os.Getenv)
 	if err != nil {
 		return 125, &ExitError{125, err}
 	}
+	if err := views.noteCopies(plan.SignIn); err != nil {
+		return 125, &ExitError{125, err}
+	}
 	if plan.Net == nil && len(plan.EnvFiles) > 0 {
 		defer os.RemoveAll(filepath.Dir(plan.EnvFiles[0].Copy))
 	}
-	if plan.Net == nil && len(plan.SignIn) > 0 {
-		defer os.RemoveAll(filepath.Dir(plan.SignIn[0].Copy))
+	if i := slices.IndexFunc(plan.SignIn, func(sf SignInFile) bool { return !views.holds(sf.Copy) }); plan.Net == nil && i >= 0 {
+		defer os.RemoveAll(filepath.Dir(plan.SignIn[i].Copy))
 	}
 	// Agent files: the session copies the jail writes, merged back once
 	// the command has exited (a jail killed before that leaves the host
@@ -322,6 +335,7 @@ loop:
 	statusR.Close()
 	errR.Close()
 	agentFiles.mergeBack(stderr)
+	views.moveBack(stderr)
 	keepSignIns(signIns, stderr)
 
 	if sup != nil {

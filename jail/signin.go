@@ -59,7 +59,10 @@ type SignInFile struct {
 	Path string // inside
 	Host string // the host file (a symlink's target)
 	Copy string // host path of the session copy, written before the jail starts
-	Rule signInRule
+	// InPlace: the copy is bound over the host file's name (no session
+	// view), so the host file is saved in place, never renamed over.
+	InPlace bool
+	Rule    signInRule
 }
 
 // signInSpot is where a sign-in file stands for the plan.
@@ -67,23 +70,40 @@ type signInSpot struct {
 	Host     string // the host file
 	Exists   bool   // a readable regular file
 	Writable bool   // inside a tree the jail may write
+	Bound    bool   // bound by itself (the bind of the file is the only one)
 }
 
 // planSignIn adds to p, for each sign-in file of p's profiles visible
-// inside, a session copy bound over it; a missing one in a writable tree
-// is held by a placeholder bound read-only, so that nothing can plant it.
-func planSignIn(p *Plan, home, sessionDir string, where func(path string) (signInSpot, bool)) {
+// inside, a session copy in its place. Where its directory is a host
+// directory the jail sees, that directory is shown as a session view
+// (SignInView) holding the copy, or, for a missing file, an empty one
+// held read-only. Elsewhere the copy is bound over the file, and a
+// missing one in a writable tree is held by a placeholder bound
+// read-only, so that nothing can plant it.
+func planSignIn(p *Plan, home, sessionDir, stateDir string, where func(path string) (signInSpot, bool), view func(dir string) (viewSpot, bool)) {
 	for _, rule := range signInRules {
 		if !slices.Contains(p.Profiles, rule.Profile) {
 			continue
 		}
 		path := filepath.Join(home, rule.Rel)
 		spot, ok := where(path)
+		if !ok {
+			continue
+		}
+		if vs, ok := view(filepath.Dir(path)); ok {
+			v := planSignInView(p, stateDir, path, spot.Exists, vs)
+			if spot.Exists {
+				p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: filepath.Join(v.Dir, filepath.Base(path)), Rule: rule})
+			}
+			continue
+		}
 		switch {
-		case !ok:
 		case spot.Exists:
+			if spot.Bound { // the host file's own bind would lie under the copy, its name the host's
+				p.Ops = slices.DeleteFunc(p.Ops, func(o Op) bool { return o.Dest == path && (o.Kind == "bind" || o.Kind == "ro-bind") })
+			}
 			cp := filepath.Join(sessionDir, fmt.Sprintf("signin-%d%s", len(p.SignIn), filepath.Ext(rule.Rel)))
-			p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: cp, Rule: rule})
+			p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: cp, InPlace: !spot.Bound, Rule: rule})
 			kind := "ro-bind"
 			if spot.Writable {
 				kind = "bind"
@@ -96,11 +116,12 @@ func planSignIn(p *Plan, home, sessionDir string, where func(path string) (signI
 	}
 }
 
-// signInInterest are the sign-in files whose facts a plan needs.
+// signInInterest are the sign-in files, and their directories, whose
+// facts a plan needs.
 func signInInterest(home string) []string {
 	var out []string
 	for _, r := range signInRules {
-		out = append(out, filepath.Join(home, r.Rel))
+		out = append(out, filepath.Join(home, r.Rel), filepath.Dir(filepath.Join(home, r.Rel)))
 	}
 	return out
 }

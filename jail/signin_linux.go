@@ -178,15 +178,22 @@ func (st *signInState) save(answer map[string]any) error {
 	if err != nil {
 		return err
 	}
-	return writeInPlace(st.file.Host, b)
+	if st.file.InPlace {
+		return writeInPlace(st.file.Host, b)
+	}
+	// A rename, as the agent itself saves it outside the jail: no mount of
+	// the jail hangs on the host file's name (the copy lies in a session
+	// view, or is bound over a name of the throwaway home), and the temporary
+	// file beside it is not in the jail's view.
+	return proxy.WriteFileAtomic(st.file.Host, b, 0o600)
 }
 
 // writeInPlace rewrites path's content in place, mode 0600, and syncs
-// it. Not a rename: the jail's session copy is bound over the host file's
-// name, and a rename over that name on the host would detach the bind
-// inside (the kernel drops mounts on a replaced name in every namespace),
-// showing the jail the real file. No spare copy beside it either: the
-// directory is the jail's to read.
+// it: for a copy bound over the host file's name (no session view), where
+// a rename over that name would detach the bind inside (the kernel drops
+// mounts on a replaced name in every namespace), showing the jail the
+// real file. No spare copy beside it either: the directory is the jail's
+// to read.
 func writeInPlace(path string, b []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -205,6 +212,7 @@ func writeInPlace(path string, b []byte) error {
 	}
 	return nil
 }
+
 func decodeJSONObject(b []byte) (map[string]any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()

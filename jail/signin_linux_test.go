@@ -50,9 +50,9 @@ func TestCopySignInFile(t *testing.T) {
 	}
 }
 
-// save writes the real new tokens in place (the same inode, which the
-// jail's bind hangs on), mode 0600, the other fields kept; a placeholder
-// is never written.
+// save replaces the host file atomically with the real new tokens, mode
+// 0600, the other fields kept, and leaves no temporary file beside it; a
+// placeholder is never written.
 func TestSignInSave(t *testing.T) {
 	sf, key := signInFixture(t, `{"claudeAiOauth":{"accessToken":"`+testAccess+`","refreshToken":"`+testRefresh+`","expiresAt":1,"subscriptionType":"max"}}`)
 	os.Chmod(sf.Host, 0o644)
@@ -78,11 +78,24 @@ func TestSignInSave(t *testing.T) {
 	}
 	var after syscall.Stat_t
 	syscall.Stat(sf.Host, &after)
-	if after.Ino != before.Ino || after.Mode&0o777 != 0o600 {
-		t.Errorf("save replaced the file or left its mode: inode %d -> %d, mode %o", before.Ino, after.Ino, after.Mode&0o777)
+	if after.Ino == before.Ino || after.Mode&0o777 != 0o600 {
+		t.Errorf("save wrote the file in place or left its mode: inode %d -> %d, mode %o", before.Ino, after.Ino, after.Mode&0o777)
 	}
 	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(sf.Host), "*")); len(m) != 1 {
-		t.Errorf("save left files beside the host file, where the jail can read them: %v", m)
+		t.Errorf("save left files beside the host file: %v", m)
+	}
+	// A copy bound over the host file's name: saved in place (the same
+	// inode, which the bind hangs on).
+	sf.InPlace = true
+	eps, _ = signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: key})
+	ep = eps[0]
+	if err := ep.Save(map[string]any{"access_token": "sk-ant-oat01-newer"}); err != nil {
+		t.Fatal(err)
+	}
+	var inPlace syscall.Stat_t
+	syscall.Stat(sf.Host, &inPlace)
+	if b, _ := os.ReadFile(sf.Host); inPlace.Ino != after.Ino || !strings.Contains(string(b), "sk-ant-oat01-newer") {
+		t.Errorf("an in-place save replaced the file (inode %d -> %d) or lost the token: %s", after.Ino, inPlace.Ino, b)
 	}
 }
 
