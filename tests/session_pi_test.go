@@ -1,0 +1,150 @@
+package tests
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+)
+
+// A real Pi session (@mariozechner/pi-coding-agent) in the jail, against a
+// local TLS mock of the Anthropic Messages API. What Pi sends was read
+// from the package: pi-ai/dist/providers/anthropic.js (the Anthropic SDK,
+// the key from ANTHROPIC_API_KEY in x-api-key, streaming /v1/messages,
+// tools as Messages API tool_use blocks), pi-ai/dist/env-api-keys.js (the
+// variable), pi-ai/dist/models.generated.js (the model and its base URL
+// https://api.anthropic.com), pi-coding-agent/dist/core/tools/bash.js (the
+// tool "bash" with a "command" argument) and pi-coding-agent/dist/main.js
+// (-p prints the answer and exits; --offline skips its startup network
+// calls; --no-session keeps no session file).
+
+// piKey is the real Anthropic key the session hands to jail.
+const piKey = "sk-ant-api03-piSession0123456789abcdefABCDEF-realkey"
+
+// piArgs are Pi's flags for an unattended run: print mode, the Anthropic
+// provider and one of its models, only the bash tool, nothing Pi would
+// fetch at start, no session file.
+func piArgs(bin string) []string {
+	return []string{bin, "-p", "--offline", "--no-session", "--provider", "anthropic", "--model", "claude-sonnet-4-5",
+		"--thinking", "off", "--tools", "bash", "write the proof"}
+}
+
+// piMock is a Messages API that answers only the real key (any other gets
+// the API's 401): a request offering the bash tool gets a bash call
+// running sessionProofCmd; the request carrying its result gets
+// sessionFinal. The results are kept.
+func piMock(realKey string, results *reqLog[string]) func(w http.ResponseWriter, r *http.Request, body []byte) {
+	return func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
+			anthropicError(w, http.StatusNotFound, "not_found_error", "mock: no "+r.URL.Path)
+			return
+		}
+		if r.Header.Get("x-api-key") != realKey {
+			anthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+			return
+		}
+		var req struct {
+			Model    string                  `json:"model"`
+			Tools    []struct{ Name string } `json:"tools"`
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		json.Unmarshal(body, &req)
+		bash := false
+		for _, tool := range req.Tools {
+			bash = bash || tool.Name == "bash"
+		}
+		for _, m := range req.Messages {
+			var blocks []struct {
+				Type    string          `json:"type"`
+				Content json.RawMessage `json:"content"`
+			}
+			if json.Unmarshal(m.Content, &blocks) != nil {
+				continue
+			}
+			for _, b := range blocks {
+				if b.Type == "tool_result" {
+					results.add(string(b.Content))
+					bash = false
+				}
+			}
+		}
+		anthropicTurn(w, req.Model, bash, "bash", map[string]string{"command": sessionProofCmd})
+	}
+}
+
+// anthropicError is the Messages API's error answer.
+func anthropicError(w http.ResponseWriter, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+}
+
+// anthropicTurn streams one assistant turn: a tool_use of tool with input
+// when call is set, else the text sessionFinal.
+func anthropicTurn(w http.ResponseWriter, model string, call bool, tool string, input any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_" + uniq(), "type": "message", "role": "assistant", "model": model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 12, "output_tokens": 1},
+	}})
+	stop := "end_turn"
+	if call {
+		stop = "tool_use"
+		in, _ := json.Marshal(input)
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": "toolu_" + uniq(), "name": tool, "input": map[string]any{}}})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "input_json_delta", "partial_json": string(in)}})
+	} else {
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": sessionFinal}})
+	}
+	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 5}})
+	sse(w, "message_stop", map[string]string{"type": "message_stop"})
+}
+
+// piSession prepares one Pi session in s: the mock, its CA trusted on
+// jail's host side, api.anthropic.com mapped to it, the real key in
+// jail's environment.
+func piSession(t *testing.T, s *Sandbox, results *reqLog[string]) (*echoServer, sessionRun) {
+	t.Helper()
+	cache := installedAgents(t)
+	mock := newSessionMock(t, secretsPKI, piMock(piKey, results))
+	ca := trustCA(t, s, secretsPKI.get(t), "pi-bundle.pem")
+	writeJailJSON(t, s, map[string]any{"network": map[string]any{"hosts": map[string]string{anthropicHost: mock.Addr()}}})
+	s.Env = append(s.Env, "ANTHROPIC_API_KEY="+piKey)
+	return mock, sessionRun{
+		JailArgs: []string{"--allow-read", cache},
+		Argv:     piArgs(agentBin(cache, agentNamed(t, "pi"))),
+		Hosts:    map[string]string{anthropicHost: mock.Addr()},
+		CA:       ca,
+		Check:    sessionOutputCheck(s),
+	}
+}
+
+func init() {
+	agentSessions = append(agentSessions, agentSession{Name: "pi", Prepare: func(t *testing.T, s *Sandbox) sessionRun {
+		var results reqLog[string]
+		_, run := piSession(t, s, &results)
+		return run
+	}})
+}
+
+// TestSessionPi: jail -- pi -p runs the bash call the model asks for: the
+// proof lands in the host project, the key read fails, the mock sees the
+// real key only (the placeholder never leaves the jail), Pi prints the
+// final text. Control: the mock refuses a placeholder-shaped key.
+func TestSessionPi(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		var results reqLog[string]
+		mock, run := piSession(t, s, &results)
+		r := runAgent(t, s, append(append(run.JailArgs, "--"), run.Argv...)...)
+		checkSession(t, s, "pi", r, results.Requests(), mock)
+		if n := len(mock.At("/v1/messages")); n < 2 {
+			t.Errorf("pi: %d Messages API requests, want the tool call's turn and the final one:\n%s", n, mock.dump())
+		}
+		mockRefuses(t, mock, http.MethodPost, "/v1/messages", map[string]string{"x-api-key": "sk-ant-api03-jailNotTheRealKey0123456789"}, "{}")
+	})
+}
