@@ -2,6 +2,7 @@ package tests
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,12 +105,16 @@ func checkSession(t *testing.T, s *Sandbox, name string, r Result, results []str
 }
 
 // mockRefuses sends the mock a request from the host (method, path, the
-// headers, body) carrying a credential other than the real one and fails
+// headers, a "Host" among them naming the host, body) carrying a credential other than the real one and fails
 // the test unless it gets a 401: the mock must not answer a placeholder.
 func mockRefuses(t *testing.T, mock *echoServer, method, path string, header map[string]string, body string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, "https://"+mock.Addr()+path, strings.NewReader(body))
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -121,4 +126,79 @@ func mockRefuses(t *testing.T, mock *echoServer, method, path string, header map
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("control: the mock answered %s %s with another credential %d, want 401", method, path, resp.StatusCode)
 	}
+}
+
+// toolTurnsMock is a Messages API (POST /v1/messages, streaming) that
+// answers only a request authorized accepts (any other gets the API's
+// 401): a request offering tool gets a call of it with input; the request
+// carrying its result gets sessionFinal. The results are kept.
+func toolTurnsMock(authorized func(*http.Request) bool, tool string, input any, results *reqLog[string]) func(w http.ResponseWriter, r *http.Request, body []byte) {
+	return func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
+			anthropicError(w, http.StatusNotFound, "not_found_error", "mock: no "+r.URL.Path)
+			return
+		}
+		if !authorized(r) {
+			anthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid credential")
+			return
+		}
+		var req struct {
+			Model    string                  `json:"model"`
+			Tools    []struct{ Name string } `json:"tools"`
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		json.Unmarshal(body, &req)
+		call := false
+		for _, t := range req.Tools {
+			call = call || t.Name == tool
+		}
+		for _, m := range req.Messages {
+			var blocks []struct {
+				Type    string          `json:"type"`
+				Content json.RawMessage `json:"content"`
+			}
+			if json.Unmarshal(m.Content, &blocks) != nil {
+				continue
+			}
+			for _, b := range blocks {
+				if b.Type == "tool_result" {
+					results.add(string(b.Content))
+					call = false
+				}
+			}
+		}
+		anthropicTurn(w, req.Model, call, tool, input)
+	}
+}
+
+// anthropicError is the Messages API's error answer.
+func anthropicError(w http.ResponseWriter, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+}
+
+// anthropicTurn streams one assistant turn: a tool_use of tool with input
+// when call is set, else the text sessionFinal.
+func anthropicTurn(w http.ResponseWriter, model string, call bool, tool string, input any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_" + uniq(), "type": "message", "role": "assistant", "model": model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 12, "output_tokens": 1},
+	}})
+	stop := "end_turn"
+	if call {
+		stop = "tool_use"
+		in, _ := json.Marshal(input)
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": "toolu_" + uniq(), "name": tool, "input": map[string]any{}}})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "input_json_delta", "partial_json": string(in)}})
+	} else {
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": sessionFinal}})
+	}
+	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 5}})
+	sse(w, "message_stop", map[string]string{"type": "message_stop"})
 }

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"net/http"
 	"testing"
 )
@@ -28,79 +27,12 @@ func piArgs(bin string) []string {
 		"--thinking", "off", "--tools", "bash", "write the proof"}
 }
 
-// piMock is a Messages API that answers only the real key (any other gets
-// the API's 401): a request offering the bash tool gets a bash call
-// running sessionProofCmd; the request carrying its result gets
-// sessionFinal. The results are kept.
+// piMock is a Messages API that answers only the real key in x-api-key
+// (any other gets the API's 401): a bash call running sessionProofCmd,
+// then sessionFinal once its result is back.
 func piMock(realKey string, results *reqLog[string]) func(w http.ResponseWriter, r *http.Request, body []byte) {
-	return func(w http.ResponseWriter, r *http.Request, body []byte) {
-		if r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
-			anthropicError(w, http.StatusNotFound, "not_found_error", "mock: no "+r.URL.Path)
-			return
-		}
-		if r.Header.Get("x-api-key") != realKey {
-			anthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
-			return
-		}
-		var req struct {
-			Model    string                  `json:"model"`
-			Tools    []struct{ Name string } `json:"tools"`
-			Messages []struct {
-				Content json.RawMessage `json:"content"`
-			} `json:"messages"`
-		}
-		json.Unmarshal(body, &req)
-		bash := false
-		for _, tool := range req.Tools {
-			bash = bash || tool.Name == "bash"
-		}
-		for _, m := range req.Messages {
-			var blocks []struct {
-				Type    string          `json:"type"`
-				Content json.RawMessage `json:"content"`
-			}
-			if json.Unmarshal(m.Content, &blocks) != nil {
-				continue
-			}
-			for _, b := range blocks {
-				if b.Type == "tool_result" {
-					results.add(string(b.Content))
-					bash = false
-				}
-			}
-		}
-		anthropicTurn(w, req.Model, bash, "bash", map[string]string{"command": sessionProofCmd})
-	}
-}
-
-// anthropicError is the Messages API's error answer.
-func anthropicError(w http.ResponseWriter, code int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
-}
-
-// anthropicTurn streams one assistant turn: a tool_use of tool with input
-// when call is set, else the text sessionFinal.
-func anthropicTurn(w http.ResponseWriter, model string, call bool, tool string, input any) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": "msg_" + uniq(), "type": "message", "role": "assistant", "model": model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 12, "output_tokens": 1},
-	}})
-	stop := "end_turn"
-	if call {
-		stop = "tool_use"
-		in, _ := json.Marshal(input)
-		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": "toolu_" + uniq(), "name": tool, "input": map[string]any{}}})
-		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "input_json_delta", "partial_json": string(in)}})
-	} else {
-		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
-		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": sessionFinal}})
-	}
-	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-	sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 5}})
-	sse(w, "message_stop", map[string]string{"type": "message_stop"})
+	authorized := func(r *http.Request) bool { return r.Header.Get("x-api-key") == realKey }
+	return toolTurnsMock(authorized, "bash", map[string]string{"command": sessionProofCmd}, results)
 }
 
 // piSession prepares one Pi session in s: the mock, its CA trusted on
