@@ -13,18 +13,20 @@ import (
 // from that JavaScript and seen arriving: POST /api/internal?METHOD with
 // {"method", "params"} and "Bearer <AMP_API_KEY>", answered
 // {"ok": true, "result": …} (getUserInfo, loadPlugins, loadSkills); then
-// POST /api/thread-actors, whose answer (threadId, wsToken, usesDtw)
-// hands the thread to a server-side actor: the model runs on ampcode.com,
-// and the CLI, an "executor" on a WebSocket, registers its tools
-// (executor_tools_register), takes tool leases and sends back
-// executor_tool_result messages, and follows the thread's state to print
-// the last message. No provider API is called from the CLI, so a session
-// with a tool call needs a mock of that whole WebSocket protocol, which
-// the package shows only in minified form: not done here. This test
-// covers what can be checked without it: the key inside is a
-// placeholder, the mock receives the real key on every call and answers
-// only it, and the CLI gets as far as creating the thread, whose refusal
-// it reports.
+// POST /api/thread-actors, whose answer (threadId, wsToken, poolName,
+// usesDtw) hands the thread to a server-side actor: the model runs on
+// ampcode.com, and the CLI reaches the thread's actor with the RivetKit
+// client (its WebSocket, JSON-RPC inside, on the Rivet endpoint that
+// RIVET_PUBLIC_ENDPOINT or the Amp URL names) as an "executor": it
+// registers its tools (executor_tools_register), takes tool leases,
+// sends back executor_tool_result messages and follows the thread's state
+// to print the last message. No provider API is called from the CLI, so a
+// session with a tool call needs a mock of RivetKit's actor protocol and
+// of the thread actor on top, which the package shows only in minified
+// form: not done here. This test covers what can be checked without it:
+// the key inside is a placeholder, the mock receives the real key on
+// every call and answers only it, and the CLI gets as far as creating the
+// thread, whose refusal it reports.
 
 const ampHost = "ampcode.com"
 
