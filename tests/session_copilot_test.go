@@ -174,3 +174,24 @@ func TestSessionCopilot(t *testing.T) {
 		mockRefuses(t, mock, http.MethodPost, "/v1/messages", map[string]string{"Host": copilotAPIHost, "Authorization": "Bearer gho_jailNotTheRealToken0123456789abcdefAB"}, "{}")
 	})
 }
+
+// TestCopilotProfilePlants: a shell under the copilot profile cannot
+// leave behind what the Copilot CLI, run later outside the jail, would
+// act on (the files its cli-main.js names in the Copilot home):
+// settings.json (hooks, a status line command, a telemetry headers
+// program), extensions (code the CLI loads),
+// permissions-config.json (tools approved without asking), hooks,
+// mcp-config.json, lsp-config.json, installed-plugins, and the agents,
+// skills and copilot-instructions.md the model is given.
+func TestCopilotProfilePlants(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		plantsRefused(t, s, "copilot", []string{".copilot/settings.json"}, []string{
+			".copilot/settings.json", ".copilot/extensions/evil/extension.mjs",
+			".copilot/permissions-config.json", ".copilot/hooks/evil.json", ".copilot/mcp-config.json", ".copilot/lsp-config.json",
+			".copilot/installed-plugins/evil/plugin.json", ".copilot/agents/evil.agent.md", ".copilot/skills/evil/SKILL.md",
+			".copilot/copilot-instructions.md",
+		}, ".copilot/session-state/jail-test-control")
+	})
+}

@@ -202,3 +202,32 @@ func anthropicTurn(w http.ResponseWriter, model string, call bool, tool string, 
 	sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 5}})
 	sse(w, "message_stop", map[string]string{"type": "message_stop"})
 }
+
+// plantsRefused tries, from a shell under profile, to create or overwrite
+// each of planted (paths relative to ~, files the agent reads and acts on
+// when it runs later outside the jail: code it loads, commands it runs,
+// where it sends its key) and fails the test for each one that changed
+// on the host. existing are written on the host first, as a user who ran
+// the agent has them. control, a file in the agent's writable state, must
+// persist: the profile is not simply read-only.
+func plantsRefused(t *testing.T, s *Sandbox, profile string, existing, planted []string, control string) {
+	t.Helper()
+	for _, p := range existing {
+		s.WriteFile(filepath.Join(s.Home, p), "{}\n", 0o644)
+	}
+	script := []string{`mkdir -p "$(dirname ~/` + control + `)"; echo persisted > ~/` + control}
+	for _, p := range planted {
+		script = append(script, `mkdir -p "$(dirname ~/`+p+`)" 2>/dev/null; echo planted-by-the-jail > ~/`+p+` 2>/dev/null || echo "refused ~/`+p+`"`)
+	}
+	r := runAgent(t, s, "--profile", profile, "--", "sh", "-c", strings.Join(script, "\n"))
+	if b, err := os.ReadFile(filepath.Join(s.Home, control)); err != nil || string(b) != "persisted\n" {
+		t.Errorf("control: ~/%s under the %s profile did not persist on the host (%q, %v):\n%s", control, profile, b, err, r)
+	}
+	for _, p := range planted {
+		b, err := os.ReadFile(filepath.Join(s.Home, p))
+		if err == nil && strings.Contains(string(b), "planted-by-the-jail") {
+			t.Errorf("a shell under the %s profile planted ~/%s on the host, which %s run outside the jail later acts on", profile, p, profile)
+		}
+	}
+	t.Logf("%s: %s", profile, strings.TrimSpace(r.Stdout+r.Stderr))
+}

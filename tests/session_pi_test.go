@@ -80,3 +80,24 @@ func TestSessionPi(t *testing.T) {
 		mockRefuses(t, mock, http.MethodPost, "/v1/messages", map[string]string{"x-api-key": "sk-ant-api03-jailNotTheRealKey0123456789"}, "{}")
 	})
 }
+
+// TestPiProfilePlants: a shell under the pi profile cannot leave behind
+// what Pi, run later outside the jail, would act on (read from
+// pi-coding-agent/dist/config.js, core/settings-manager.js,
+// utils/shell.js, core/package-manager.js): settings.json (shellPath and
+// shellCommandPrefix run with every bash call, packages are loaded as
+// extensions), models.json (a provider's baseUrl, where the key goes),
+// bin (put first on PATH of every command Pi runs), git (installed
+// packages' code), extensions, skills, prompts, SYSTEM.md and
+// APPEND_SYSTEM.md (what the model is told).
+func TestPiProfilePlants(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		plantsRefused(t, s, "pi", []string{".pi/agent/settings.json"}, []string{
+			".pi/agent/settings.json", ".pi/agent/models.json", ".pi/agent/bin/git", ".pi/agent/tools/rg",
+			".pi/agent/git/example.test/evil/index.ts", ".pi/agent/extensions/evil.ts", ".pi/agent/skills/evil/SKILL.md",
+			".pi/agent/prompts/evil.md", ".pi/agent/SYSTEM.md", ".pi/agent/APPEND_SYSTEM.md",
+		}, ".pi/agent/sessions/jail-test-control")
+	})
+}
