@@ -47,7 +47,8 @@ var agentCommandPaths = []string{
 	".config/opencode/plugin/", ".config/opencode/plugins/", ".config/opencode/tool/", ".config/opencode/tools/",
 	".config/opencode/command/", ".config/opencode/commands/", ".config/opencode/agent/", ".config/opencode/agents/",
 	// Others with a built-in profile
-	".config/amp/settings.json",
+	".config/amp/settings.json", ".config/amp/settings.jsonc", // read when settings.json is missing
+	".config/amp/plugins/", ".config/amp/skills/", // plugin code Amp runs; skills
 	".copilot/hooks/", ".copilot/mcp-config.json", ".copilot/lsp-config.json", ".copilot/installed-plugins/",
 	".copilot/settings.json", ".copilot/extensions/", ".copilot/permissions-config.json", // hooks, commands, loaded code, approvals
 	".copilot/agents/", ".copilot/skills/", ".copilot/copilot-instructions.md",

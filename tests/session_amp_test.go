@@ -106,3 +106,19 @@ func TestSessionAmp(t *testing.T) {
 		mockRefuses(t, mock, http.MethodPost, "/api/internal?getUserInfo", map[string]string{"Authorization": "Bearer jail-secret-AMP_API_KEY-NotTheRealOne0123"}, `{"method":"getUserInfo","params":{}}`)
 	})
 }
+
+// TestAmpProfilePlants: a shell under the amp profile cannot leave behind
+// what Amp, run later outside the jail, would act on (read from its
+// JavaScript): ~/.config/amp/settings.json, and settings.jsonc, which Amp
+// reads when settings.json is missing; the plugins directory, whose
+// plugins Amp runs; the skills it gives the model.
+func TestAmpProfilePlants(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		plantsRefused(t, s, "amp", nil, []string{
+			".config/amp/settings.json", ".config/amp/settings.jsonc", ".config/amp/plugins/evil/plugin.ts",
+			".config/amp/skills/evil/SKILL.md",
+		}, ".local/share/amp/jail-test-control")
+	})
+}
