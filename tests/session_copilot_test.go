@@ -153,8 +153,15 @@ func TestSessionCopilot(t *testing.T) {
 		t.Parallel()
 		var results reqLog[string]
 		mock, run := copilotSession(t, s, &results)
+		// As the CLI left it on the host after its first run: read-only
+		// from then on, and the CLI runs without rewriting it.
+		config := "// User settings belong in settings.json.\n// This file is managed automatically.\n{\n  \"firstLaunchAt\": \"2026-01-01T00:00:00.000Z\"\n}\n"
+		s.WriteFile(filepath.Join(s.Home, ".copilot/config.json"), config, 0o600)
 		r := runAgent(t, s, append(append(run.JailArgs, "--"), run.Argv...)...)
 		checkSession(t, s, "copilot", r, results.Requests(), mock)
+		if b, _ := os.ReadFile(filepath.Join(s.Home, ".copilot/config.json")); string(b) != config {
+			t.Errorf("copilot: the session changed the host's ~/.copilot/config.json (trusted folders, tool approvals):\n%s", b)
+		}
 		if n := len(mock.At("/v1/messages")); n < 2 {
 			t.Errorf("copilot: %d Messages API requests, want the tool call's turn and the final one:\n%s", n, mock.dump())
 		}
@@ -179,7 +186,8 @@ func TestSessionCopilot(t *testing.T) {
 // leave behind what the Copilot CLI, run later outside the jail, would
 // act on (the files its cli-main.js names in the Copilot home):
 // settings.json (hooks, a status line command, a telemetry headers
-// program), extensions (code the CLI loads),
+// program), config.json once the CLI has written it (trusted folders,
+// tool approvals, allowed directories), extensions (code the CLI loads),
 // permissions-config.json (tools approved without asking), hooks,
 // mcp-config.json, lsp-config.json, installed-plugins, and the agents,
 // skills and copilot-instructions.md the model is given.
@@ -187,8 +195,8 @@ func TestCopilotProfilePlants(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		t.Parallel()
-		plantsRefused(t, s, "copilot", []string{".copilot/settings.json"}, []string{
-			".copilot/settings.json", ".copilot/extensions/evil/extension.mjs",
+		plantsRefused(t, s, "copilot", []string{".copilot/settings.json", ".copilot/config.json"}, []string{
+			".copilot/settings.json", ".copilot/config.json", ".copilot/extensions/evil/extension.mjs",
 			".copilot/permissions-config.json", ".copilot/hooks/evil.json", ".copilot/mcp-config.json", ".copilot/lsp-config.json",
 			".copilot/installed-plugins/evil/plugin.json", ".copilot/agents/evil.agent.md", ".copilot/skills/evil/SKILL.md",
 			".copilot/copilot-instructions.md",
