@@ -47,11 +47,17 @@ var agentCommandPaths = []string{
 	".config/opencode/plugin/", ".config/opencode/plugins/", ".config/opencode/tool/", ".config/opencode/tools/",
 	".config/opencode/command/", ".config/opencode/commands/", ".config/opencode/agent/", ".config/opencode/agents/",
 	// Others with a built-in profile
-	".config/amp/settings.json",
+	".config/amp/settings.json", ".config/amp/settings.jsonc", // read when settings.json is missing
+	".config/amp/plugins/", ".config/amp/skills/", // plugin code Amp runs; skills
 	".copilot/hooks/", ".copilot/mcp-config.json", ".copilot/lsp-config.json", ".copilot/installed-plugins/",
+	".copilot/settings.json", ".copilot/extensions/", ".copilot/permissions-config.json", // hooks, commands, loaded code, approvals
+	".copilot/agents/", ".copilot/skills/", ".copilot/copilot-instructions.md",
 	".cursor/mcp.json", ".cursor/hooks.json", ".cursor/hooks/", ".cursor/extensions/", ".cursor/cli-config.json",
 	".config/goose/config.yaml", ".config/goose/permission.yaml",
 	".pi/agent/extensions/", ".pi/agent/mcp.json",
+	".pi/agent/settings.json", ".pi/agent/models.json", // shellPath, shellCommandPrefix, packages; providers' baseUrl
+	".pi/agent/bin/", ".pi/agent/tools/", ".pi/agent/git/", // first on every command's PATH; installed packages
+	".pi/agent/skills/", ".pi/agent/prompts/", ".pi/agent/SYSTEM.md", ".pi/agent/APPEND_SYSTEM.md",
 	".aider.conf.yml",
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // agent is one real agent CLI from the npm registry and the built-in
@@ -27,6 +29,9 @@ var agents = []agent{
 	{Name: "gemini", Package: "@google/gemini-cli", Help: "Usage: gemini", Dirs: []string{".gemini"}},
 	{Name: "opencode", Package: "opencode-ai", Help: "opencode [project]",
 		Dirs: []string{".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode"}},
+	{Name: "amp", Package: "@sourcegraph/amp", Help: "Usage: amp", Dirs: []string{".config/amp", ".local/share/amp", ".cache/amp"}},
+	{Name: "copilot", Package: "@github/copilot", Help: "Usage: copilot", Dirs: []string{".copilot"}},
+	{Name: "pi", Package: "@mariozechner/pi-coding-agent", Help: "pi - AI coding assistant", Dirs: []string{".pi"}},
 }
 
 // agentRunTimeout bounds every jailed run of an agent.
@@ -110,8 +115,22 @@ func installAgents(dir string) error {
 	if m := missingAgents(tmp); len(m) > 0 {
 		return fmt.Errorf("npm install left no command for %v in %s/node_modules/.bin:\n%s", m, tmp, out)
 	}
-	os.RemoveAll(dir)
-	return os.Rename(tmp, dir)
+	return swapInto(tmp, dir)
+}
+
+// swapInto puts the fresh install tmp at dir. An older cache (one that
+// lacks an agent added since) is exchanged with it in one rename, so that
+// another test process running an agent from dir never finds it missing
+// or half removed; the old install is left at tmp for the caller to
+// remove.
+func swapInto(tmp, dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return os.Rename(tmp, dir)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE); err != nil {
+		return fmt.Errorf("exchanging %s with the new install: %w", dir, err)
+	}
+	return nil
 }
 
 // forEachAgent runs f, in parallel, for every agent CLI and every runner,

@@ -15,7 +15,7 @@ func TestLearningRealAgents(t *testing.T) {
 	forEachAgent(t, func(t *testing.T, s *Sandbox, a agent, cache string) {
 		bin := agentBin(cache, a)
 		r := runAgent(t, s, "--learning", "--allow-read", cache, "--", bin, "--version")
-		if r.Code != 0 || !versionRE.MatchString(r.Stdout) {
+		if r.Code != 0 || !versionRE.MatchString(r.Stdout+r.Stderr) {
 			t.Fatalf("jail --learning -- %s --version: want exit 0 and a version:\n%s", a.Name, r)
 		}
 		checkStartLine(t, r, "learning", runnerTracer(s))
@@ -42,7 +42,7 @@ func TestLearningRealAgents(t *testing.T) {
 		noSecret(t, r, a.Name+" learning run", SSHKeySecret, AWSSecret)
 
 		again := runAgent(t, s, "--", bin, "--version")
-		if again.Code != 0 || !versionRE.MatchString(again.Stdout) || !strings.Contains(again.Stderr, "using learned profile") {
+		if again.Code != 0 || !versionRE.MatchString(again.Stdout+again.Stderr) || !strings.Contains(again.Stderr, "using learned profile") {
 			t.Errorf("jail -- %s --version under the learned profile, without --allow-read: want exit 0, a version and the learned profile named:\n%s", a.Name, again)
 		}
 	})
