@@ -20,13 +20,15 @@ import (
 var agentSandboxes = map[string]agentSandboxer{
 	"codex":  {summary: codexSummary, plan: planCodexSandbox},
 	"gemini": {summary: geminiSummary, plan: planGeminiSandbox},
-	"claude": {summary: claudeSummary, plan: planClaudeSandbox},
+	"claude":  {summary: claudeSummary, plan: planClaudeSandbox},
+	"copilot": {summary: copilotSummary, plan: planCopilotSandbox},
 }
 
 const (
 	codexSummary  = "codex relies on the jail (sandbox_mode=danger-full-access)"
 	geminiSummary = "gemini relies on the jail (GEMINI_SANDBOX=false)"
-	claudeSummary = "claude relies on the jail (--settings sandbox.enabled=false)"
+	claudeSummary  = "claude relies on the jail (--settings sandbox.enabled=false)"
+	copilotSummary = "copilot relies on the jail (--no-sandbox)"
 )
 
 // agentSandboxer is one agent's handling: a summary for jail check, and
@@ -211,6 +213,27 @@ func planClaudeSandbox(argv []string, _ map[string]string) ([]string, string, er
 	}
 	out := append(append(append([]string{}, argv[:i+1]...), "--settings", claudeSandboxOff), argv[i+1:]...)
 	return out, claudeSummary, nil
+}
+
+// planCopilotSandbox passes --no-sandbox right after the copilot program:
+// Copilot CLI's sandbox (its --sandbox flag or sandbox.enabled setting)
+// runs each shell command in a bubblewrap that cannot start in the jail.
+// A --sandbox of the command line is refused.
+func planCopilotSandbox(argv []string, _ map[string]string) ([]string, string, error) {
+	i := agentIndex(argv, "copilot", "@github/copilot")
+	if i < 0 {
+		return argv, "copilot: not run as the command itself; a copilot started inside with its sandbox on runs its shell commands into a sandbox that cannot start in the jail (run jail -- copilot ...)", nil
+	}
+	for _, a := range argv[i+1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--sandbox" || strings.HasPrefix(a, "--sandbox=") {
+			return nil, "", fmt.Errorf("copilot %s asks for Copilot CLI's own sandbox, which cannot start inside the jail (no new namespaces there); drop %s: the jail is the sandbox", a, a)
+		}
+	}
+	out := append(append(append([]string{}, argv[:i+1]...), "--no-sandbox"), argv[i+1:]...)
+	return out, copilotSummary, nil
 }
 
 // sortedAgentSandbox is the union of the layers' agentSandbox names.
