@@ -99,14 +99,16 @@ type codexBackendMock struct {
 }
 
 func (m *codexBackendMock) handle(w http.ResponseWriter, r *http.Request, body []byte) {
+	if r.URL.Path == "/backend-api/wham/accounts/check" && m.authorized(w, r) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(codexAccountsCheck(m.k.Account))
+		return
+	}
 	if !strings.HasSuffix(r.URL.Path, "/responses") || r.Method != http.MethodPost {
 		http.Error(w, "not here", http.StatusNotFound)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+m.k.NewAccess {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprintln(w, `{"error":{"message":"mock: not the real access token","type":"invalid_request_error","code":"token_expired"}}`)
+	if !m.authorized(w, r) {
 		return
 	}
 	var req struct {
@@ -115,12 +117,20 @@ func (m *codexBackendMock) handle(w http.ResponseWriter, r *http.Request, body [
 	}
 	json.Unmarshal(body, &req)
 	w.Header().Set("Content-Type", "text/event-stream")
+	tools := req.Tools
 	for _, in := range req.Input {
 		var item struct {
 			Type   string          `json:"type"`
 			Output json.RawMessage `json:"output"`
+			Tools  []codexTool     `json:"tools"`
 		}
-		if json.Unmarshal(in, &item) == nil && (item.Type == "function_call_output" || item.Type == "custom_tool_call_output") {
+		if json.Unmarshal(in, &item) != nil {
+			continue
+		}
+		if item.Type == "additional_tools" { // where Codex offers its tools now
+			tools = append(tools, item.Tools...)
+		}
+		if item.Type == "function_call_output" || item.Type == "custom_tool_call_output" {
 			m.mu.Lock()
 			m.outputs = append(m.outputs, string(item.Output))
 			m.mu.Unlock()
@@ -132,8 +142,30 @@ func (m *codexBackendMock) handle(w http.ResponseWriter, r *http.Request, body [
 		}
 	}
 	sse(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_1"}})
-	sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": codexShellCall(req.Tools)})
+	sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": codexShellCall(tools)})
 	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1"}})
+}
+
+// authorized reports whether r carries the new real access token, and
+// answers the backend's 401 when it does not.
+func (m *codexBackendMock) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("Authorization") == "Bearer "+m.k.NewAccess {
+		return true
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	fmt.Fprintln(w, `{"error":{"message":"mock: not the real access token","type":"invalid_request_error","code":"token_expired"}}`)
+	return false
+}
+
+// codexAccountsCheck is the backend's workspace routing answer for one
+// personal account: Codex asks it before every turn and stops without a
+// backend origin and a routing override (field names and the
+// NO_CONSTRAINT value from the binary's strings).
+func codexAccountsCheck(account string) map[string]any {
+	return map[string]any{"accounts": []map[string]any{{"id": account, "account_id": account, "structure": "personal", "plan_type": "plus",
+		"is_deactivated": false, "workspace_backend_origin": "https://" + chatgptHost, "account_routing_override": "NO_CONSTRAINT"}},
+		"account_ordering": []string{account}}
 }
 
 func (m *codexBackendMock) toolOutputs() string {
@@ -142,20 +174,32 @@ func (m *codexBackendMock) toolOutputs() string {
 	return strings.Join(m.outputs, "\n")
 }
 
-// codexShellCall is a function call of signInShellCmd with the shell tool
-// the request offers.
+// codexShellCall is the tool call that runs signInShellCmd with a tool
+// the request offers (nested ones included): a shell function where
+// there is one, else the code-mode "exec" tool, whose JavaScript calls
+// exec_command.
 func codexShellCall(tools []codexTool) map[string]any {
+	names := map[string]string{}
+	var walk func([]codexTool)
+	walk = func(ts []codexTool) {
+		for _, tool := range ts {
+			names[tool.Name] = tool.Type
+			walk(tool.Tools)
+		}
+	}
+	walk(tools)
 	call := func(name string, args any) map[string]any {
 		a, _ := json.Marshal(args)
 		return map[string]any{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": string(a)}
 	}
-	for _, tool := range tools {
-		switch {
-		case tool.Name == "exec_command" && tool.Type == "function":
-			return call("exec_command", map[string]any{"cmd": signInShellCmd})
-		case tool.Name == "shell_command" && tool.Type == "function":
-			return call("shell_command", map[string]any{"command": signInShellCmd})
-		}
+	switch {
+	case names["exec_command"] == "function":
+		return call("exec_command", map[string]any{"cmd": signInShellCmd})
+	case names["shell_command"] == "function":
+		return call("shell_command", map[string]any{"command": signInShellCmd})
+	case names["exec"] == "custom":
+		js := fmt.Sprintf("const r = await tools.exec_command({cmd: %q});\ntext(JSON.stringify(r));\n", signInShellCmd)
+		return map[string]any{"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_1", "name": "exec", "input": js}
 	}
 	return call("shell", map[string]any{"command": []string{"bash", "-lc", signInShellCmd}})
 }
@@ -242,10 +286,13 @@ echo '{"tokens":{"access_token":"planted-by-the-sandbox"}}' > ~/.codex/auth.json
 // --dangerously-bypass-approvals-and-sandbox runs every command without
 // asking and without Codex's own sandbox (the jail is the sandbox),
 // --skip-git-repo-check runs outside a repository, --color never keeps
-// escape codes out of the output.
+// escape codes out of the output; features.enable_request_compression
+// off sends the ChatGPT backend plain JSON (Codex signed in with ChatGPT
+// compresses its request bodies with zstd otherwise), which the mock
+// reads.
 func codexSignInArgv(cache string) []string {
-	return []string{agentBin(cache, agentByName("codex")), "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
-		"--color", "never", "write proof.txt, then read my SSH key"}
+	return []string{agentBin(cache, agentByName("codex")), "-c", "features.enable_request_compression=false", "exec",
+		"--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "--color", "never", "write proof.txt, then read my SSH key"}
 }
 
 // agentByName is the agent of that name in agents.
@@ -297,7 +344,7 @@ func TestSignInCodexSession(t *testing.T) {
 		t.Parallel()
 		c := setupCodexSignIn(t, s)
 		script := `"$@"; echo "@@EXIT $?"; echo "@@AUTH $(tr -d '\n ' < ~/.codex/auth.json)"`
-		args := append([]string{"--allow-read", cache, "--", "sh", "-c", script, "codex"}, codexSignInArgv(cache)...)
+		args := append([]string{"--profile", "codex", "--allow-read", cache, "--", "sh", "-c", script, "codex"}, codexSignInArgv(cache)...)
 		r := runAgent(t, s, args...)
 		c.k.real().noReal(t, "Codex's output", r.Stdout+r.Stderr)
 		proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
