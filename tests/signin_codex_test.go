@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/websocket"
 )
 
 // Codex signed in with ChatGPT keeps its tokens in ~/.codex/auth.json;
@@ -19,14 +21,14 @@ import (
 // @openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex.
 
 const (
-	chatgptHost   = "chatgpt.com"
-	codexAuthHost = "auth.openai.com"
-	codexClientID = "app_EMoamEEZ73f0CkXaXp7hrann"
+	chatGPTBackendHost = "chatgpt.com"
+	codexAuthHost      = "auth.openai.com"
+	codexClientID      = "app_EMoamEEZ73f0CkXaXp7hrann"
 )
 
 // codexSignInPKI is a CA and a leaf for the ChatGPT backend and the
 // OpenAI sign-in host.
-var codexSignInPKI = &lazyPKI{what: "Codex sign-in PKI", caName: "jail codex sign-in tests CA", names: []string{chatgptHost, codexAuthHost}}
+var codexSignInPKI = &lazyPKI{what: "Codex sign-in PKI", caName: "jail codex sign-in tests CA", names: []string{chatGPTBackendHost, codexAuthHost}}
 
 // codexTokens are a ChatGPT sign-in's real tokens: the file's and the
 // ones a refresh hands out. The JWTs carry the claims Codex reads (the
@@ -90,33 +92,79 @@ func codexRefreshMock(k codexTokens) func(w http.ResponseWriter, r *http.Request
 // codexBackendMock is the ChatGPT backend's Responses API
 // (/backend-api/codex/responses) accepting only the new real access
 // token: the first turn asks for a shell call of signInShellCmd, the turn
-// carrying its output gets signInFinal. Anything else (a WebSocket
-// upgrade, the model list) is not found, and Codex goes on over HTTP.
+// carrying its output gets signInFinal, over the WebSocket Codex opens
+// first or over HTTP with server-sent events. Anything else (the model
+// list, plugins) is not found, which Codex takes in its stride.
 type codexBackendMock struct {
-	k       codexTokens
-	mu      sync.Mutex
-	outputs []string
+	k          codexTokens
+	mu         sync.Mutex
+	outputs    []string
+	wsMessages []string // what Codex sent over the WebSocket
 }
 
 func (m *codexBackendMock) handle(w http.ResponseWriter, r *http.Request, body []byte) {
-	if r.URL.Path == "/backend-api/wham/accounts/check" && m.authorized(w, r) {
+	switch {
+	case r.URL.Path == "/backend-api/wham/accounts/check" && m.authorized(w, r):
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(codexAccountsCheck(m.k.Account))
-		return
-	}
-	if !strings.HasSuffix(r.URL.Path, "/responses") || r.Method != http.MethodPost {
+	case !strings.HasSuffix(r.URL.Path, "/responses"):
 		http.Error(w, "not here", http.StatusNotFound)
-		return
+	case !m.authorized(w, r):
+	case r.Method == http.MethodGet && strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
+		websocket.Server{Handshake: func(*websocket.Config, *http.Request) error { return nil },
+			Handler: m.serveWebSocket}.ServeHTTP(w, r)
+	case r.Method == http.MethodPost:
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range m.turn(body) {
+			sse(w, ev["type"].(string), ev)
+		}
+	default:
+		http.Error(w, "not here", http.StatusNotFound)
 	}
-	if !m.authorized(w, r) {
-		return
+}
+
+// serveWebSocket answers each response.create message (the Responses
+// request with its type) with the turn's events, one text message each,
+// as Codex's WebSocket transport expects; every message is kept.
+func (m *codexBackendMock) serveWebSocket(ws *websocket.Conn) {
+	for {
+		var msg string
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			return
+		}
+		m.mu.Lock()
+		m.wsMessages = append(m.wsMessages, msg)
+		m.mu.Unlock()
+		var head struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal([]byte(msg), &head) != nil || head.Type != "response.create" {
+			continue
+		}
+		for _, ev := range m.turn([]byte(msg)) {
+			b, _ := json.Marshal(ev)
+			if websocket.Message.Send(ws, string(b)) != nil {
+				return
+			}
+		}
 	}
+}
+
+// turn is the events that answer one Responses request: the response's
+// start and end alone for a warm-up (generate: false), the final message
+// once the request carries a tool's output, else the shell call.
+func (m *codexBackendMock) turn(body []byte) []map[string]any {
 	var req struct {
-		Tools []codexTool       `json:"tools"`
-		Input []json.RawMessage `json:"input"`
+		Generate *bool             `json:"generate"`
+		Tools    []codexTool       `json:"tools"`
+		Input    []json.RawMessage `json:"input"`
 	}
 	json.Unmarshal(body, &req)
-	w.Header().Set("Content-Type", "text/event-stream")
+	created := map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_1"}}
+	completed := map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1"}}
+	if req.Generate != nil && !*req.Generate {
+		return []map[string]any{created, completed}
+	}
 	tools := req.Tools
 	for _, in := range req.Input {
 		var item struct {
@@ -134,16 +182,12 @@ func (m *codexBackendMock) handle(w http.ResponseWriter, r *http.Request, body [
 			m.mu.Lock()
 			m.outputs = append(m.outputs, string(item.Output))
 			m.mu.Unlock()
-			sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0,
+			return []map[string]any{created, {"type": "response.output_item.done", "output_index": 0,
 				"item": map[string]any{"type": "message", "role": "assistant", "id": "msg_2",
-					"content": []map[string]any{{"type": "output_text", "text": signInFinal}}}})
-			sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_2"}})
-			return
+					"content": []map[string]any{{"type": "output_text", "text": signInFinal}}}}, completed}
 		}
 	}
-	sse(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_1"}})
-	sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": codexShellCall(tools)})
-	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1"}})
+	return []map[string]any{created, {"type": "response.output_item.done", "output_index": 0, "item": codexShellCall(tools)}, completed}
 }
 
 // authorized reports whether r carries the new real access token, and
@@ -164,8 +208,15 @@ func (m *codexBackendMock) authorized(w http.ResponseWriter, r *http.Request) bo
 // NO_CONSTRAINT value from the binary's strings).
 func codexAccountsCheck(account string) map[string]any {
 	return map[string]any{"accounts": []map[string]any{{"id": account, "account_id": account, "structure": "personal", "plan_type": "plus",
-		"is_deactivated": false, "workspace_backend_origin": "https://" + chatgptHost, "account_routing_override": "NO_CONSTRAINT"}},
+		"is_deactivated": false, "workspace_backend_origin": "https://" + chatGPTBackendHost, "account_routing_override": "NO_CONSTRAINT"}},
 		"account_ordering": []string{account}}
+}
+
+// webSocketText is every message Codex sent over the WebSocket.
+func (m *codexBackendMock) webSocketText() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.wsMessages, "\n")
 }
 
 func (m *codexBackendMock) toolOutputs() string {
@@ -225,7 +276,7 @@ func setupCodexSignIn(t *testing.T, s *Sandbox) *codexSignIn {
 	c.auth = newSignInMock(t, codexSignInPKI, codexRefreshMock(c.k))
 	c.ca = trustCA(t, s, codexSignInPKI.get(t), "codex-signin-bundle.pem")
 	writeJailJSON(t, s, map[string]any{"network": map[string]any{
-		"hosts": map[string]string{chatgptHost: c.backend.addr, codexAuthHost: c.auth.addr},
+		"hosts": map[string]string{chatGPTBackendHost: c.backend.addr, codexAuthHost: c.auth.addr},
 	}})
 	s.WriteFile(c.hostFile, codexAuthJSON(c.k), 0o600)
 	return c
@@ -312,7 +363,7 @@ func init() {
 		return sessionRun{
 			JailArgs: []string{"--allow-read", cache},
 			Argv:     codexSignInArgv(cache),
-			Hosts:    map[string]string{chatgptHost: c.backend.addr, codexAuthHost: c.auth.addr},
+			Hosts:    map[string]string{chatGPTBackendHost: c.backend.addr, codexAuthHost: c.auth.addr},
 			CA:       c.ca,
 			Check:    func(out string) error { return signInSessionDone(s, out) },
 		}
@@ -365,6 +416,9 @@ func TestSignInCodexSession(t *testing.T) {
 			if got := m.matching(anyPlaceholderRE); len(got) > 0 {
 				t.Errorf("a placeholder reached a provider (not injected): %v", got)
 			}
+		}
+		if ws := c.model.webSocketText(); anyPlaceholderRE.MatchString(ws) || !strings.Contains(ws, "response.create") {
+			t.Errorf("over the WebSocket: want the turns, no placeholder:\n%s", ws)
 		}
 		var used bool
 		for _, q := range c.backend.requests() {

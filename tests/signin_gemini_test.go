@@ -84,7 +84,7 @@ func (m *geminiGoogleMock) handle(w http.ResponseWriter, r *http.Request, body [
 	case r.Host == googleOAuthHost && r.URL.Path == "/token":
 		m.token(w, r, body)
 	case r.Header.Get("Authorization") != "Bearer "+m.k.NewAccess:
-		googleError(w, http.StatusUnauthorized, "mock: not the real access token", "UNAUTHENTICATED")
+		googleAPIError(w, http.StatusUnauthorized, "mock: not the real access token", "UNAUTHENTICATED")
 	case r.Host == googleOAuthHost && r.URL.Path == "/tokeninfo":
 		writeJSON(w, map[string]any{"azp": "mock.apps.example.test", "aud": "mock.apps.example.test", "scope": geminiScope,
 			"expires_in": 3599, "email": "dev@example.test", "email_verified": "true", "access_type": "offline"})
@@ -93,7 +93,7 @@ func (m *geminiGoogleMock) handle(w http.ResponseWriter, r *http.Request, body [
 	case r.Host == codeAssistHost:
 		m.codeAssist(w, r, body)
 	default:
-		googleError(w, http.StatusNotFound, "mock: no "+r.Method+" "+r.Host+r.URL.Path, "NOT_FOUND")
+		googleAPIError(w, http.StatusNotFound, "mock: no "+r.Method+" "+r.Host+r.URL.Path, "NOT_FOUND")
 	}
 }
 
@@ -185,8 +185,8 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// googleError writes an error in the Google APIs' shape.
-func googleError(w http.ResponseWriter, code int, msg, status string) {
+// googleAPIError writes an error in the Google APIs' shape.
+func googleAPIError(w http.ResponseWriter, code int, msg, status string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg, "status": status}})
