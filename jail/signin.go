@@ -30,28 +30,6 @@ type signInToken struct {
 	Inject []string // where in a request to Hosts
 }
 
-// claudeOAuthHosts are where Claude Code sends its access token.
-var claudeOAuthHosts = []string{"api.anthropic.com"}
-
-// signInRules are the sign-in files jail knows, read from the CLIs'
-// code: Claude Code keeps {"claudeAiOauth": {"accessToken",
-// "refreshToken", "expiresAt" (ms), "scopes", ...}} in
-// ~/.claude/.credentials.json (mode 0600), sends the access token as
-// "Authorization: Bearer", and refreshes with a JSON POST of
-// {"grant_type": "refresh_token", "refresh_token", "client_id", "scope"}
-// to its OAuth TOKEN_URL, which answers {"access_token", "refresh_token",
-// "expires_in" (s), "scope"}.
-var signInRules = []signInRule{{
-	Profile: "claude", Rel: ".claude/.credentials.json", Format: "claude",
-	Tokens: []signInToken{
-		{Path: []string{"claudeAiOauth", "accessToken"}, Field: "access_token", Name: "CLAUDE_OAUTH_ACCESS_TOKEN",
-			Hosts: claudeOAuthHosts, Inject: []string{"header:Authorization"}},
-		{Path: []string{"claudeAiOauth", "refreshToken"}, Field: "refresh_token", Name: "CLAUDE_OAUTH_REFRESH_TOKEN",
-			Hosts: []string{"platform.claude.com"}, Inject: []string{"body"}},
-	},
-	EndpointHost: "platform.claude.com", EndpointPath: "/v1/oauth/token",
-}}
-
 // SignInFile is an agent's sign-in file shown inside as a session copy
 // whose tokens are placeholders. The host file is never bound into the
 // jail; only the proxy's refresh path writes it.

@@ -53,7 +53,7 @@ func copySignInFile(key SessionKey, sf SignInFile) ([]proxy.Secret, error) {
 		if v == "" {
 			continue
 		}
-		ph := key.Placeholder(tok.Name, v, 0)
+		ph := signInPlaceholder(key, sf.Rule, tok.Name, v, 0)
 		setString(doc, tok.Path, ph)
 		out = append(out, proxy.Secret{Name: tok.Name, Placeholder: ph, Value: v, Hosts: tok.Hosts, Inject: tok.Inject})
 	}
@@ -92,6 +92,9 @@ func signInEndpoints(plan *Plan) ([]proxy.TokenEndpoint, []*signInState) {
 		states = append(states, st)
 		tokens := map[string]proxy.TokenSecret{}
 		for _, t := range sf.Rule.Tokens {
+			if t.Field == "" { // no token answer carries it
+				continue
+			}
 			tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject}
 		}
 		out = append(out, proxy.TokenEndpoint{Host: sf.Rule.EndpointHost, Path: sf.Rule.EndpointPath,
@@ -135,7 +138,7 @@ func (st *signInState) mint(field, value string) string {
 		}
 	}
 	st.ord[name]++
-	ph := st.key.Placeholder(name, value, st.ord[name])
+	ph := signInPlaceholder(st.key, st.file.Rule, name, value, st.ord[name])
 	st.minted[ph] = true
 	return ph
 }
@@ -171,9 +174,7 @@ func (st *signInState) save(answer map[string]any) error {
 	if !changed {
 		return nil
 	}
-	if st.file.Rule.Format == "claude" {
-		claudeTokenMeta(doc, answer, time.Now())
-	}
+	signInMeta(st.file.Rule.Format, doc, answer, time.Now())
 	b, err := encodeJSON(doc)
 	if err != nil {
 		return err
@@ -269,21 +270,4 @@ func setString(doc map[string]any, path []string, v string) {
 // placeholder and carries its marker where a jail placeholder does.
 func placeholderShaped(v string) bool {
 	return strings.HasPrefix(v, proxy.PlaceholderPrefix) || strings.Contains(v, "-jail") || strings.Contains(v, ".jail")
-}
-
-// claudeTokenMeta sets claudeAiOauth's expiresAt (ms) and scopes from a
-// token answer's expires_in (s) and scope, as Claude Code itself does.
-func claudeTokenMeta(doc, answer map[string]any, now time.Time) {
-	o, _ := doc["claudeAiOauth"].(map[string]any)
-	if o == nil {
-		return
-	}
-	if n, ok := answer["expires_in"].(json.Number); ok {
-		if s, err := n.Int64(); err == nil {
-			o["expiresAt"] = json.Number(fmt.Sprint(now.UnixMilli() + s*1000))
-		}
-	}
-	if sc, ok := answer["scope"].(string); ok && sc != "" {
-		o["scopes"] = strings.Fields(sc)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,9 @@ type tokenFixture struct {
 	saved  []map[string]any
 	logins []map[string]any
 	n      int
+	// answer, when set, is the token endpoint's answer instead of new
+	// access and refresh tokens.
+	answer map[string]any
 }
 
 func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
@@ -46,7 +50,11 @@ func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		out, _ := json.Marshal(map[string]any{"access_token": newAccess, "refresh_token": newRefresh, "expires_in": 3600, "scope": "a b"})
+		answer := map[string]any{"access_token": newAccess, "refresh_token": newRefresh, "expires_in": 3600, "scope": "a b"}
+		if tf.answer != nil {
+			answer = tf.answer
+		}
+		out, _ := json.Marshal(answer)
 		if gz {
 			var b bytes.Buffer
 			zw := gzip.NewWriter(&b)
@@ -71,6 +79,7 @@ func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
 			Tokens: map[string]TokenSecret{
 				"access_token":  {Name: "ACCESS", Hosts: []string{"api.test"}, Inject: []string{"header:Authorization"}},
 				"refresh_token": {Name: "REFRESH", Hosts: []string{"auth.test"}, Inject: []string{"body"}},
+				"id_token":      {Name: "ID", Hosts: []string{"auth.test"}, Inject: []string{"body"}},
 			},
 			Mint: func(field, value string) string {
 				tf.mu.Lock()
@@ -174,5 +183,43 @@ func TestTokenEndpointOwnTokenNotSaved(t *testing.T) {
 	}
 	if len(tf.saved) != 0 || len(tf.logins) != 1 || tf.logins[0]["access_token"] != newAccess {
 		t.Errorf("saved %v, logins %v: want nothing saved and the real answer handed to Login", tf.saved, tf.logins)
+	}
+}
+
+// A form-encoded refresh (google-auth-library's: refresh_token,
+// client_id, client_secret, grant_type) gets the real refresh token in
+// its form; an answer without a new refresh token (Google's) mints new
+// placeholders for what it has, the access and id tokens, and Save gets
+// those real and nothing for the refresh token, which stays the file's.
+func TestTokenEndpointFormRefresh(t *testing.T) {
+	tf := newTokenFixture(t, false)
+	newID := "eyJhbGciOiJSUzI1NiJ9.eyJlbWFpbCI6ImFAZXhhbXBsZS50ZXN0In0.real-id-signature"
+	tf.answer = map[string]any{"access_token": newAccess, "id_token": newID, "expires_in": 3599, "scope": "openid", "token_type": "Bearer"}
+	form := url.Values{"refresh_token": {phRefresh}, "client_id": {"cid.apps.example.test"}, "client_secret": {"public-secret"}, "grant_type": {"refresh_token"}}
+	req, _ := http.NewRequest("POST", "https://auth.test/oauth/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, body := do(t, tf.f.c, req)
+	seen := tf.f.other.seen()
+	sent, _ := url.ParseQuery(seen[strings.LastIndex(seen, "\n")+1:])
+	if sent.Get("refresh_token") != realRefresh || sent.Get("client_id") != "cid.apps.example.test" {
+		t.Errorf("the token endpoint got the form %q, want the real refresh token and the rest as sent", tf.f.other.seen())
+	}
+	var m map[string]any
+	json.Unmarshal([]byte(body), &m)
+	at, _ := m["access_token"].(string)
+	id, _ := m["id_token"].(string)
+	if resp.StatusCode != 200 || !strings.Contains(at, "jail") || !strings.Contains(id, "jail") || m["refresh_token"] != nil || m["token_type"] != "Bearer" {
+		t.Fatalf("the answer: %d %s, want new access and id placeholders, no refresh token, the other fields", resp.StatusCode, body)
+	}
+	if strings.Contains(body, newAccess) || strings.Contains(body, newID) {
+		t.Errorf("a real new token reached the client: %s", body)
+	}
+	if len(tf.saved) != 1 || tf.saved[0]["access_token"] != newAccess || tf.saved[0]["id_token"] != newID || tf.saved[0]["refresh_token"] != nil {
+		t.Errorf("Save got %v, want the real access and id tokens only", tf.saved)
+	}
+	req, _ = http.NewRequest("GET", "https://api.test/v1", nil)
+	req.Header.Set("Authorization", "Bearer "+at)
+	if do(t, tf.f.c, req); !strings.Contains(tf.f.api.seen(), "Bearer "+newAccess) {
+		t.Errorf("the new access placeholder toward its host: upstream saw %q", tf.f.api.seen())
 	}
 }

@@ -1,0 +1,109 @@
+package jail
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// signInMeta updates, after a refresh, the fields of a sign-in file that
+// its CLI keeps beside the tokens (their expiry, the time of the
+// refresh), as the CLI itself does, so that the next run outside the jail
+// takes the new tokens as fresh.
+func signInMeta(format string, doc, answer map[string]any, now time.Time) {
+	switch format {
+	case "claude":
+		claudeTokenMeta(doc, answer, now)
+	case "codex":
+		codexTokenMeta(doc, now)
+	case "gemini":
+		geminiTokenMeta(doc, answer, now)
+	}
+}
+
+// claudeTokenMeta sets claudeAiOauth's expiresAt (ms) and scopes from a
+// token answer's expires_in (s) and scope, as Claude Code itself does.
+func claudeTokenMeta(doc, answer map[string]any, now time.Time) {
+	o, _ := doc["claudeAiOauth"].(map[string]any)
+	if o == nil {
+		return
+	}
+	if ms, ok := expiresAtMillis(answer, now); ok {
+		o["expiresAt"] = ms
+	}
+	if sc, ok := answer["scope"].(string); ok && sc != "" {
+		o["scopes"] = strings.Fields(sc)
+	}
+}
+
+// codexTokenMeta sets last_refresh, which Codex compares with its
+// refresh interval, to now in the RFC 3339 form Codex writes (UTC,
+// fractional seconds).
+func codexTokenMeta(doc map[string]any, now time.Time) {
+	doc["last_refresh"] = now.UTC().Format(time.RFC3339Nano)
+}
+
+// geminiTokenMeta sets expiry_date (ms), scope and token_type from a
+// token answer, as google-auth-library does with the credentials it
+// hands Gemini CLI to save.
+func geminiTokenMeta(doc, answer map[string]any, now time.Time) {
+	if ms, ok := expiresAtMillis(answer, now); ok {
+		doc["expiry_date"] = ms
+	}
+	for _, f := range []string{"scope", "token_type"} {
+		if v, ok := answer[f].(string); ok && v != "" {
+			doc[f] = v
+		}
+	}
+}
+
+// expiresAtMillis is the answer's expires_in (s) from now, in Unix
+// milliseconds.
+func expiresAtMillis(answer map[string]any, now time.Time) (json.Number, bool) {
+	n, ok := answer["expires_in"].(json.Number)
+	if !ok {
+		return "", false
+	}
+	s, err := n.Int64()
+	if err != nil {
+		return "", false
+	}
+	return json.Number(fmt.Sprint(now.UnixMilli() + s*1000)), true
+}
+
+// signInPlaceholder is the placeholder of a sign-in file's token.
+//
+// Codex reads the claims of its JWTs: the id token's ChatGPT plan type
+// (it refuses a ChatGPT sign-in without one), account and address, and
+// the access token's expiry. So a Codex JWT's placeholder keeps the
+// token's header and claims and replaces only its signature with "jail"
+// and the random part: without its real signature a JWT is worthless,
+// and what the claims tell (the account, the plan, the expiry) is the
+// jailed agent's to know. Every other token (Gemini CLI never decodes
+// its id token; Claude Code's tokens are opaque) gets the session key's
+// usual placeholder, which shows nothing of the token.
+func signInPlaceholder(key SessionKey, r signInRule, name, value string, ord int) string {
+	if r.Format == "codex" {
+		if head, ok := jwtHeadAndClaims(value); ok {
+			return head + ".jail" + key.random(name, ord)(b64url, 39)
+		}
+	}
+	return key.Placeholder(name, value, ord)
+}
+
+// jwtHeadAndClaims returns a JWT's first two parts, joined by '.', when
+// value is a JWT whose header names an "alg".
+func jwtHeadAndClaims(value string) (string, bool) {
+	parts := strings.Split(value, ".")
+	if len(parts) != 3 || parts[2] == "" || !jwtHeader(value) || !isB64url(parts[0]) || !isB64url(parts[1]) {
+		return "", false
+	}
+	return parts[0] + "." + parts[1], true
+}
+
+// isB64url reports whether s is made only of unpadded base64url bytes,
+// all of which a placeholder may hold.
+func isB64url(s string) bool {
+	return s != "" && strings.Trim(s, b64url) == ""
+}

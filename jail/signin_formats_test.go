@@ -1,0 +1,108 @@
+package jail
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func signInJWT(claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256","typ":"JWT","kid":"k1"}`)) + "." + enc([]byte(claims)) + "." + enc([]byte(strings.Repeat("real-signature", 16)))
+}
+
+func ruleFor(t *testing.T, profile string) signInRule {
+	t.Helper()
+	for _, r := range signInRules {
+		if r.Profile == profile {
+			return r
+		}
+	}
+	t.Fatalf("no sign-in rule for %s", profile)
+	return signInRule{}
+}
+
+// A Codex JWT's placeholder keeps the header and claims Codex reads and
+// swaps the signature, so that nothing of the real signature shows; a
+// Gemini JWT's shows nothing of the token at all.
+func TestSignInPlaceholderShapes(t *testing.T) {
+	key := SessionKey("test-key")
+	idTok := signInJWT(`{"email":"a@example.test","https://api.openai.com/auth":{"chatgpt_plan_type":"plus","chatgpt_account_id":"acc-1"}}`)
+	sig := idTok[strings.LastIndex(idTok, ".")+1:]
+	ph := signInPlaceholder(key, ruleFor(t, "codex"), "CODEX_OAUTH_ID_TOKEN", idTok, 0)
+	head := idTok[:strings.LastIndex(idTok, ".")]
+	if !strings.HasPrefix(ph, head+".jail") || strings.Contains(ph, sig) || len(ph) != len(head)+1+43 || strings.Trim(ph, b64url+".") != "" {
+		t.Errorf("codex id token placeholder %q: want the real header and claims, then .jail and 39 random base64url bytes", ph)
+	}
+	if again := signInPlaceholder(key, ruleFor(t, "codex"), "CODEX_OAUTH_ID_TOKEN", idTok, 1); again == ph {
+		t.Errorf("a minted placeholder (ordinal 1) equals the file's own: %q", again)
+	}
+	if ph := signInPlaceholder(key, ruleFor(t, "codex"), "CODEX_OAUTH_REFRESH_TOKEN", "rt_opaque0123456789abcdef", 0); !strings.HasPrefix(ph, "jail-secret-CODEX_OAUTH_REFRESH_TOKEN-") {
+		t.Errorf("an opaque codex token's placeholder is %q, want the generic one", ph)
+	}
+	gph := signInPlaceholder(key, ruleFor(t, "gemini"), "GEMINI_OAUTH_ID_TOKEN", idTok, 0)
+	if strings.Contains(gph, head) || !strings.Contains(gph[strings.LastIndex(gph, "."):], "jail") {
+		t.Errorf("gemini id token placeholder %q: want a JWT that shows nothing of the real one", gph)
+	}
+}
+
+// After a refresh the host file gets each format's own bookkeeping: the
+// expiry from expires_in, Codex's last_refresh; other fields are kept.
+func TestSignInMetaSave(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	doc := map[string]any{"refresh_token": "r", "expiry_date": json.Number("1")}
+	signInMeta("gemini", doc, map[string]any{"expires_in": json.Number("3599"), "scope": "a b", "token_type": "Bearer"}, now)
+	if doc["expiry_date"] != json.Number("1800003599000") || doc["scope"] != "a b" || doc["token_type"] != "Bearer" || doc["refresh_token"] != "r" {
+		t.Errorf("gemini meta: %v", doc)
+	}
+	doc = map[string]any{"last_refresh": "2020-01-01T00:00:00Z", "OPENAI_API_KEY": nil}
+	signInMeta("codex", doc, map[string]any{"access_token": "x"}, now)
+	if doc["last_refresh"] != "2027-01-15T08:00:00Z" {
+		t.Errorf("codex last_refresh: %v", doc["last_refresh"])
+	}
+	if _, ok := doc["OPENAI_API_KEY"]; !ok {
+		t.Errorf("codex meta dropped a field: %v", doc)
+	}
+}
+
+// Codex's whole refresh: the file's tokens become placeholders, the
+// answer's real tokens reach the host file with a fresh last_refresh and
+// the other fields kept, and a placeholder in an answer is never saved.
+func TestSignInCodexSave(t *testing.T) {
+	dir := t.TempDir()
+	host := filepath.Join(dir, "auth.json")
+	access, refresh := signInJWT(`{"exp":1}`), "rt_realRefreshToken0123456789"
+	os.WriteFile(host, []byte(`{"OPENAI_API_KEY":null,"tokens":{"id_token":"`+signInJWT(`{"email":"a@example.test"}`)+`","access_token":"`+access+`","refresh_token":"`+refresh+`","account_id":"acc-1"},"last_refresh":"2020-01-01T00:00:00Z"}`), 0o600)
+	sf := SignInFile{Path: host, Host: host, Copy: filepath.Join(dir, "run", "s", "signin-0.json"), Rule: ruleFor(t, "codex")}
+	key := SessionKey("k")
+	secrets, err := copySignInFile(key, sf)
+	if err != nil || len(secrets) != 3 {
+		t.Fatalf("copySignInFile: %v %v", secrets, err)
+	}
+	eps, _ := signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: key})
+	if len(eps) != 1 || eps[0].Host != "auth.openai.com" || eps[0].Carrying != "CODEX_OAUTH_REFRESH_TOKEN" || len(eps[0].Tokens) != 3 {
+		t.Fatalf("endpoints: %+v", eps)
+	}
+	newAccess := signInJWT(`{"exp":2}`)
+	if err := eps[0].Save(map[string]any{"access_token": newAccess, "refresh_token": "rt_new", "id_token": signInJWT(`{"email":"b@example.test"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(host)
+	var got struct {
+		Tokens      map[string]string `json:"tokens"`
+		LastRefresh string            `json:"last_refresh"`
+	}
+	json.Unmarshal(b, &got)
+	lr, _ := time.Parse(time.RFC3339Nano, got.LastRefresh)
+	if got.Tokens["access_token"] != newAccess || got.Tokens["refresh_token"] != "rt_new" || got.Tokens["account_id"] != "acc-1" || time.Since(lr) > time.Minute {
+		t.Errorf("host file after save: %s", b)
+	}
+	ph := eps[0].Mint("access_token", signInJWT(`{"exp":3}`))
+	if err := eps[0].Save(map[string]any{"access_token": ph}); err == nil {
+		t.Errorf("a minted placeholder was saved as the access token")
+	}
+}
