@@ -106,7 +106,7 @@ func TestPlanAgentSandbox(t *testing.T) {
 // TestAgentSandboxKey: the key takes a known agent only, and layers merge
 // into a sorted union.
 func TestAgentSandboxKey(t *testing.T) {
-	if _, err := ParseConfig([]byte(`{"agentSandbox": "docker"}`), "jail.json"); err == nil || !strings.Contains(err.Error(), `"agentSandbox" must be one of claude, codex, gemini, got "docker"`) {
+	if _, err := ParseConfig([]byte(`{"agentSandbox": "docker"}`), "jail.json"); err == nil || !strings.Contains(err.Error(), `"agentSandbox" must be one of claude, codex, copilot, gemini, got "docker"`) {
 		t.Errorf("unknown agent: %v", err)
 	}
 	c, err := ParseConfig([]byte(`{"agentSandbox": "codex"}`), "jail.json")
@@ -192,6 +192,20 @@ func TestSignInCallbackPublished(t *testing.T) {
 		line := planSignInCallback(pol, tt.argv)
 		if got := slices.Contains(pol.Publish, 1455); got != tt.want || (line != "") != tt.want {
 			t.Errorf("%q with agents %v: published %v (%q), want %v", tt.argv, tt.agent, got, line, tt.want)
+		}
+	}
+}
+
+// TestPlanCopilotSandbox: --no-sandbox goes right after the copilot
+// program; a --sandbox of the command line is refused with the fix.
+func TestPlanCopilotSandbox(t *testing.T) {
+	got, line, err := planCopilotSandbox([]string{"copilot", "-p", "hi"}, nil)
+	if err != nil || !slices.Equal(got, []string{"copilot", "--no-sandbox", "-p", "hi"}) || line != copilotSummary {
+		t.Errorf("planCopilotSandbox = %q, %q, %v", got, line, err)
+	}
+	for _, argv := range [][]string{{"copilot", "--sandbox", "-p", "x"}, {"copilot", "--sandbox=true"}} {
+		if _, _, err := planCopilotSandbox(argv, nil); err == nil || !strings.Contains(err.Error(), "; drop --sandbox") {
+			t.Errorf("planCopilotSandbox(%q) = %v, want a refusal with the fix", argv, err)
 		}
 	}
 }
