@@ -25,12 +25,9 @@ const sessionProofCmd = "echo ok > proof.txt; cat ~/.ssh/id_ed25519"
 // sessionAnswer is the model's final text, after the tool's result.
 const sessionAnswer = "the proof is written"
 
-// opencodeModelsHost is where OpenCode fetches its models list.
-const opencodeModelsHost = "models.opencode.ai"
-
 // sessionPKI is a CA and a leaf for the hosts the session mocks answer.
 var sessionPKI = &lazyPKI{what: "agent session PKI", caName: "jail agent session tests CA",
-	names: []string{anthropicHost, signInTokenHost, opencodeModelsHost}}
+	names: []string{anthropicHost, signInTokenHost}}
 
 // sessionPlaceholderRE finds a placeholder anywhere in a request: the
 // generic jail-secret-NAME-…, or a credential of a known shape with
@@ -42,7 +39,9 @@ var sessionPlaceholderRE = regexp.MustCompile(`(?i)jail-secret-|sk-ant-[a-z]{3}[
 // streaming (SSE) request that offers the shell tool named tool is
 // answered with a tool_use running sessionProofCmd; a request that carries
 // a tool_result, or offers no such tool (titles, side requests), with
-// sessionAnswer. The tool results that came back are kept.
+// sessionAnswer. The tool results that came back are kept. Every other
+// path (Claude Code's feature flags, profile, bootstrap and event
+// logging) gets the API's 404 at once: nothing waits on them.
 type messagesSession struct {
 	tool       string
 	authorized func(r *http.Request) bool
@@ -98,10 +97,6 @@ type sessionRequest struct {
 
 func (m *messagesSession) handle(w http.ResponseWriter, r *http.Request, body []byte) {
 	w.Header().Set("request-id", "req_mock_"+uniq())
-	if r.Host == opencodeModelsHost || strings.HasPrefix(r.Host, opencodeModelsHost+":") {
-		http.Error(w, "mock: no models list here", http.StatusNotFound)
-		return
-	}
 	if r.URL.Path != "/v1/messages" && r.URL.Path != "/v1/messages/count_tokens" {
 		apiError(w, http.StatusNotFound, "not_found_error", "mock: no "+r.URL.Path)
 		return
