@@ -37,13 +37,15 @@ var sessionPlaceholderRE = regexp.MustCompile(`(?i)jail-secret-|sk-ant-[a-z]{3}[
 // messagesSession is the Messages API as api.anthropic.com serves it,
 // answering only the requests authorized accepts (else the API's 401). A
 // streaming (SSE) request that offers the shell tool named tool is
-// answered with a tool_use running sessionProofCmd; a request that carries
+// answered with a tool_use running command (sessionProofCmd unless the
+// test adds to it before the agent starts); a request that carries
 // a tool_result, or offers no such tool (titles, side requests), with
 // sessionAnswer. The tool results that came back are kept. Every other
 // path (Claude Code's feature flags, profile, bootstrap and event
 // logging) gets the API's 404 at once: nothing waits on them.
 type messagesSession struct {
 	tool       string
+	command    string
 	authorized func(r *http.Request) bool
 	srv        *httptest.Server
 	reqLog[seen]
@@ -52,7 +54,7 @@ type messagesSession struct {
 
 func newMessagesSession(t *testing.T, tool string, authorized func(r *http.Request) bool) *messagesSession {
 	t.Helper()
-	m := &messagesSession{tool: tool, authorized: authorized}
+	m := &messagesSession{tool: tool, command: sessionProofCmd, authorized: authorized}
 	m.srv = newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		m.add(seen{r.Method, r.Host, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), string(body)})
@@ -129,7 +131,7 @@ func (m *messagesSession) toolInput(req sessionRequest) map[string]string {
 		if tool.Name != m.tool {
 			continue
 		}
-		in := map[string]string{"command": sessionProofCmd}
+		in := map[string]string{"command": m.command}
 		if _, ok := tool.InputSchema.Properties["description"]; ok {
 			in["description"] = "Write the proof and read the key"
 		}
@@ -152,12 +154,32 @@ func (m *messagesSession) keepResults(req sessionRequest) bool {
 		}
 		for _, b := range blocks {
 			if b.Type == "tool_result" {
-				m.results.add(string(b.Content))
+				m.results.add(resultText(b.Content))
 				found = true
 			}
 		}
 	}
 	return found
+}
+
+// resultText is a tool_result's content as text: a string, or the text
+// of its blocks (anything else as it came).
+func resultText(content json.RawMessage) string {
+	var text string
+	if json.Unmarshal(content, &text) == nil {
+		return text
+	}
+	var blocks []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(content, &blocks) != nil {
+		return string(content)
+	}
+	var out []string
+	for _, b := range blocks {
+		out = append(out, b.Text)
+	}
+	return strings.Join(out, "\n")
 }
 
 // stream answers with a server-sent event stream: a tool_use of m.tool
@@ -206,12 +228,38 @@ func (m *messagesSession) paths() string {
 
 func (m *messagesSession) dump() string { return dumpRequests(m.Requests()) }
 
-// placeholders returns the requests that carry a placeholder: a
-// credential the proxy did not replace with the real one.
+// credentialHeaders are the headers a client authenticates with.
+var credentialHeaders = []string{"X-Api-Key", "Authorization"}
+
+// placeholders returns the requests whose credential headers hold a
+// placeholder: a credential the proxy did not replace with the real one.
+// (A placeholder elsewhere, in the conversation a tool result printed it
+// into, is the model seeing what the jail sees, and must stay as it is.)
 func (m *messagesSession) placeholders() []seen {
 	var out []seen
 	for _, r := range m.Requests() {
-		if sessionPlaceholderRE.MatchString(r.String()) {
+		for _, h := range credentialHeaders {
+			if v := r.Header.Get(h); sessionPlaceholderRE.MatchString(v) || strings.Contains(strings.ToLower(v), "jail") {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// realOutsideCredentials returns the requests that carry real anywhere
+// but their credential headers: in the conversation sent to the model, a
+// query, another header.
+func (m *messagesSession) realOutsideCredentials(real string) []seen {
+	var out []seen
+	for _, r := range m.Requests() {
+		rest := r
+		rest.Header = r.Header.Clone()
+		for _, h := range credentialHeaders {
+			rest.Header.Del(h)
+		}
+		if rest.has(real) {
 			out = append(out, r)
 		}
 	}
@@ -261,14 +309,15 @@ func sessionDone(s *Sandbox) func(out string) error {
 
 // checkSession checks a jailed session: exit 0, the final text printed,
 // proof.txt in the host project, the SSH key out of the tool result (the
-// read failed), and no placeholder at the mock.
-func checkSession(t *testing.T, s *Sandbox, r Result, m *messagesSession) {
+// read failed), no placeholder in a credential at the mock, and the real
+// credential nowhere else.
+func checkSession(t *testing.T, s *Sandbox, r Result, m *messagesSession, real string) {
 	t.Helper()
 	results := m.toolResults()
 	if err := sessionDone(s)(r.Stdout); r.Code != 0 || err != nil {
 		t.Fatalf("the session: want exit 0, the final text and the proof (%v):\n%s\ntool results: %s\nthe mock saw:\n%s", err, r, results, m.dump())
 	}
-	t.Logf("tool results: %s; the mock saw: %s", results, m.paths())
+	t.Logf("tool results: %q; the mock saw: %s", results, m.paths())
 	if results == "" {
 		t.Errorf("no tool result came back to the mock: the shell tool never ran\nthe mock saw:\n%s", m.dump())
 	}
@@ -279,7 +328,10 @@ func checkSession(t *testing.T, s *Sandbox, r Result, m *messagesSession) {
 		t.Errorf("the tool result does not show the key's read failing: %s", results)
 	}
 	if got := m.placeholders(); len(got) > 0 {
-		t.Errorf("a placeholder reached the provider (not replaced by the real credential):\n%s", dumpRequests(got))
+		t.Errorf("a placeholder reached the provider as a credential (not replaced by the real one):\n%s", dumpRequests(got))
+	}
+	if got := m.realOutsideCredentials(real); len(got) > 0 {
+		t.Errorf("the real credential reached the provider outside the credential headers:\n%s", dumpRequests(got))
 	}
 	if m.authorizedMessages() < 2 {
 		t.Errorf("the mock accepted %d Messages requests, want the tool's turn and the final one:\n%s", m.authorizedMessages(), m.dump())

@@ -39,7 +39,7 @@ const opencodeGitignore = "node_modules\npackage.json\npackage-lock.json\nbun.lo
 
 // opencodeSession sets up s for OpenCode with a real API key in the
 // environment and returns the mock and the run.
-func opencodeSession(t *testing.T, s *Sandbox) (*messagesSession, sessionRun) {
+func opencodeSession(t *testing.T, s *Sandbox) (*messagesSession, sessionRun, string) {
 	t.Helper()
 	cache := installedAgents(t)
 	var bin string
@@ -50,6 +50,7 @@ func opencodeSession(t *testing.T, s *Sandbox) (*messagesSession, sessionRun) {
 	}
 	key := realValue("ANTHROPIC_API_KEY")
 	m := newMessagesSession(t, "bash", apiKeyAuth(key))
+	m.command += "; echo \"key=$ANTHROPIC_API_KEY\""
 	ca, hosts := sessionSetup(t, s, m, anthropicHost)
 	s.Env = append(s.Env, "ANTHROPIC_API_KEY="+key)
 	s.WriteFile(s.Project+"/.opencode/.gitignore", opencodeGitignore, 0o644)
@@ -57,25 +58,27 @@ func opencodeSession(t *testing.T, s *Sandbox) (*messagesSession, sessionRun) {
 		JailArgs: []string{"--allow-read", cache},
 		Argv:     append([]string{bin}, opencodeSessionFlags...),
 		Hosts:    hosts, CA: ca, Check: sessionDone(s),
-	}
+	}, key
 }
 
 func init() {
 	agentSessions = append(agentSessions, agentSession{Name: "opencode", Prepare: func(t *testing.T, s *Sandbox) sessionRun {
-		_, run := opencodeSession(t, s)
+		_, run, _ := opencodeSession(t, s)
 		return run
 	}})
 }
 
 // TestSessionOpenCode: opencode run with ANTHROPIC_API_KEY runs the bash
 // call the model asks for: the proof lands in the project, the SSH key
-// stays out of the tool result, the API sees only the real key.
+// and the key (which the call prints) stay out of the tool result, the
+// API sees only the real key.
 func TestSessionOpenCode(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		t.Parallel()
-		m, run := opencodeSession(t, s)
+		m, run, key := opencodeSession(t, s)
 		r := runSession(t, s, run)
-		checkSession(t, s, r, m)
+		checkSession(t, s, r, m, key)
+		keyOnlyPlaceholder(t, m, key)
 	})
 }
