@@ -123,8 +123,6 @@ func TestSessionClaudeCodeSignedIn(t *testing.T) {
 		}
 		for _, q := range m.Requests() {
 			k.noReal(t, "a request to the provider, but for the access token in Authorization", strings.ReplaceAll(q.String(), "Bearer "+k.Access, ""))
-		}
-		for _, q := range m.Requests() {
 			if q.Path == "/v1/oauth/token" {
 				t.Errorf("a valid access token was refreshed: %s", q)
 			}

@@ -24,8 +24,9 @@ import (
 //     test writes what OpenCode itself writes, as the profile's
 //     description tells the user to.
 //   - plugins: it installs @opencode-ai/plugin into each writable config
-//     directory from the npm registry, which the profile does not allow;
-//     the install fails fast and the run goes on.
+//     directory without one from the npm registry, which the profile does
+//     not allow: the proxy refuses it, and the run goes on once npm gives
+//     up (a second or more of every session).
 
 // opencodeSessionFlags make `opencode run` run unattended: one message,
 // a model of its built-in models list (the anthropic provider), and
