@@ -29,10 +29,6 @@ const sessionAnswer = "the proof is written"
 var sessionPKI = &lazyPKI{what: "agent session PKI", caName: "jail agent session tests CA",
 	names: []string{anthropicHost, signInTokenHost}}
 
-// sessionPlaceholderRE finds a placeholder anywhere in a request: the
-// generic jail-secret-NAME-…, or a credential of a known shape with
-// "jail" after its prefix (sk-ant-api03-jail…, sk-ant-oat01-jail…).
-var sessionPlaceholderRE = regexp.MustCompile(`(?i)jail-secret-|sk-ant-[a-z]{3}[0-9]{2}-jail|planted-by-the-sandbox`)
 
 // messagesSession is the Messages API as api.anthropic.com serves it,
 // answering only the requests authorized accepts (else the API's 401). A
