@@ -158,7 +158,7 @@ func TestSessionCopilot(t *testing.T) {
 		config := "// User settings belong in settings.json.\n// This file is managed automatically.\n{\n  \"firstLaunchAt\": \"2026-01-01T00:00:00.000Z\"\n}\n"
 		s.WriteFile(filepath.Join(s.Home, ".copilot/config.json"), config, 0o600)
 		r := runAgent(t, s, append(append(run.JailArgs, "--"), run.Argv...)...)
-		checkSession(t, s, "copilot", r, results.Requests(), mock)
+		checkToolSession(t, s, "copilot", r, results.Requests(), mock)
 		if b, _ := os.ReadFile(filepath.Join(s.Home, ".copilot/config.json")); string(b) != config {
 			t.Errorf("copilot: the session changed the host's ~/.copilot/config.json (trusted folders, tool approvals):\n%s", b)
 		}

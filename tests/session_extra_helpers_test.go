@@ -17,9 +17,6 @@ import (
 // tool call, the checks of a finished session, and mocks on their own
 // PKI.
 
-// sessionProofCmd is the shell command every session's model asks for:
-// it writes proof.txt in the project and tries to read the host's SSH key.
-const sessionProofCmd = "echo ok > proof.txt; cat ~/.ssh/id_ed25519"
 
 // sessionFinal is the model's final text, after the tool result came back.
 const sessionFinal = "proof written and the key stayed unreadable"
@@ -28,7 +25,7 @@ const sessionFinal = "proof written and the key stayed unreadable"
 // generic jail-secret-NAME-… or a shaped one, with "jail" right after the
 // format's prefix (sk-ant-api03-jail…, sk-proj-jail…, ghp_jail…,
 // github_pat_jail…).
-var sessionPlaceholderRE = regexp.MustCompile(`jail-secret-|(?:sk-ant-(?:[a-z]{3,5}[0-9]{2}-)?|sk-proj-|sk-|gh[pousr]_|github_pat_)(?:jail|JAIL)`)
+var sessionPlaceholderRE = regexp.MustCompile(`jail-secret-|(?:sk-ant-(?:[a-z]{3,5}[0-9]{2}-)?|sk-proj-|sk-|gh[pousr]_|github_pat_)(?:jail|JAIL)|planted-by-the-sandbox`)
 
 // agentNamed is the agent called name in the agents list.
 func agentNamed(t *testing.T, name string) agent {
@@ -71,11 +68,11 @@ func sessionOutputCheck(s *Sandbox) func(out string) error {
 	}
 }
 
-// checkSession checks a finished jailed session: exit 0, the final text
+// checkToolSession checks a finished jailed session: exit 0, the final text
 // printed, proof.txt in the host project, the tool results the mock got
 // back show the key read failing without the key, and no request any
 // mock saw carries a placeholder or the key.
-func checkSession(t *testing.T, s *Sandbox, name string, r Result, results []string, mocks ...*echoServer) {
+func checkToolSession(t *testing.T, s *Sandbox, name string, r Result, results []string, mocks ...*echoServer) {
 	t.Helper()
 	var dump strings.Builder
 	for _, m := range mocks {

@@ -73,7 +73,7 @@ func TestSessionPi(t *testing.T) {
 		var results reqLog[string]
 		mock, run := piSession(t, s, &results)
 		r := runAgent(t, s, append(append(run.JailArgs, "--"), run.Argv...)...)
-		checkSession(t, s, "pi", r, results.Requests(), mock)
+		checkToolSession(t, s, "pi", r, results.Requests(), mock)
 		if n := len(mock.At("/v1/messages")); n < 2 {
 			t.Errorf("pi: %d Messages API requests, want the tool call's turn and the final one:\n%s", n, mock.dump())
 		}
