@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -107,4 +108,27 @@ func checkFileMode(t *testing.T, path string) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s after the refresh: %v, mode %v, want 0600", path, err, fi.Mode())
 	}
+}
+
+// brief is what a mock received, one request a line, its credential
+// named instead of shown (a JWT is long): by its name in known,
+// "placeholder", or its first bytes.
+func brief(s *signInServer, known map[string]string) string {
+	var b strings.Builder
+	for _, q := range s.requests() {
+		auth := q.Header.Get("Authorization")
+		for name, v := range known {
+			if auth == "Bearer "+v {
+				auth = name
+			}
+		}
+		if anyPlaceholderRE.MatchString(auth) {
+			auth = "placeholder"
+		}
+		if len(auth) > 24 {
+			auth = auth[:24] + "..."
+		}
+		fmt.Fprintf(&b, "  %s %s%s auth=%s body=%.120q\n", q.Method, q.Host, q.Path, auth, q.Body)
+	}
+	return b.String()
 }
