@@ -132,3 +132,28 @@ func brief(s *signInServer, known map[string]string) string {
 	}
 	return b.String()
 }
+
+// A missing Codex or Gemini CLI sign-in file stays missing: nothing
+// inside can plant one that a later run outside the jail would sign in
+// with (as another account, or with a token the jail chose).
+func TestSignInMoreMissingNotPlanted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ profile, dir, file string }{
+		{"codex", ".codex", "auth.json"},
+		{"gemini", ".gemini", "oauth_creds.json"},
+	} {
+		t.Run(c.profile, func(t *testing.T) {
+			t.Parallel()
+			forEachRunner(t, func(t *testing.T, s *Sandbox) {
+				t.Parallel()
+				s.WriteFile(s.Home+"/"+c.dir+"/keep", "", 0o600)
+				path := "~/" + c.dir + "/" + c.file
+				r := s.Jail("--profile", c.profile, "--", "sh", "-c", `echo '{"planted":"by-the-sandbox"}' > `+path+`; echo rc=$?; mv ~/`+c.dir+`/keep `+path+` 2>/dev/null; echo mv=$?`)
+				if strings.Contains(r.Stdout, "rc=0") || strings.Contains(r.Stdout, "mv=0") {
+					t.Errorf("writing a missing %s inside succeeded:\n%s", path, r)
+				}
+				hostAbsent(t, s.Home+"/"+c.dir+"/"+c.file)
+			})
+		})
+	}
+}
