@@ -307,6 +307,9 @@ curl -s -o /dev/null -w '@@OTHER %{http_code}\n' -H "Authorization: Bearer $acce
 echo '{"tokens":{"access_token":"planted-by-the-sandbox"}}' > ~/.codex/auth.json
 `)
 		c.k.real().noReal(t, "the jail's output", r.Stdout+r.Stderr)
+		if p := s.Jail("plan", "--profile", "codex", "--", "true"); !strings.Contains(p.Stdout, "sign-in tokens: placeholders inside") {
+			t.Errorf("jail plan does not list the sign-in file as placeholders inside:\n%s", p)
+		}
 		var inside map[string]any
 		if err := json.Unmarshal([]byte(afterMark(r.Stdout, "@@FILE ")), &inside); err != nil {
 			t.Fatalf("the session copy is not JSON (%v):\n%s", err, r)
