@@ -106,3 +106,32 @@ func TestSignInCodexSave(t *testing.T) {
 		t.Errorf("a minted placeholder was saved as the access token")
 	}
 }
+
+// The API key a ChatGPT sign-in exchanged its id token for is a
+// placeholder too, bound to the API, and no refresh answer replaces it.
+func TestSignInCodexAPIKey(t *testing.T) {
+	dir := t.TempDir()
+	host := filepath.Join(dir, "auth.json")
+	key := "sk-proj-realKeyFromTheSignIn0123456789abcdefABCDEF"
+	os.WriteFile(host, []byte(`{"OPENAI_API_KEY":"`+key+`","tokens":{"refresh_token":"rt_real0123456789"}}`), 0o600)
+	sf := SignInFile{Path: host, Host: host, Copy: filepath.Join(dir, "run", "s", "signin-0.json"), Rule: ruleFor(t, "codex")}
+	secrets, err := copySignInFile(SessionKey("k"), sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, s := range secrets {
+		if s.Value == key {
+			found = strings.HasPrefix(s.Placeholder, "sk-proj-jail") && len(s.Hosts) == 1 && s.Hosts[0] == "api.openai.com"
+		}
+	}
+	b, _ := os.ReadFile(sf.Copy)
+	if !found || strings.Contains(string(b), key) {
+		t.Errorf("the sign-in's API key: secrets %+v, copy %s; want a sk-proj-jail placeholder bound to api.openai.com", secrets, b)
+	}
+	for field := range signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: "k"})[0].Tokens {
+		if field == "" || field == "OPENAI_API_KEY" {
+			t.Errorf("the token endpoint's answer may replace %q", field)
+		}
+	}
+}

@@ -59,6 +59,11 @@ func (k codexTokens) real() realTokens {
 		"new id token": k.NewID, "new access token": k.NewAccess, "new refresh token": k.NewRefresh}
 }
 
+// accessNames names the access tokens for brief.
+func (k codexTokens) accessNames() map[string]string {
+	return map[string]string{"old real": k.Access, "new real": k.NewAccess}
+}
+
 // codexAuthJSON is ~/.codex/auth.json as Codex writes it after a ChatGPT
 // sign-in, last refreshed 30 days ago (past Codex's refresh interval).
 func codexAuthJSON(k codexTokens) string {
@@ -302,6 +307,9 @@ curl -s -o /dev/null -w '@@OTHER %{http_code}\n' -H "Authorization: Bearer $acce
 echo '{"tokens":{"access_token":"planted-by-the-sandbox"}}' > ~/.codex/auth.json
 `)
 		c.k.real().noReal(t, "the jail's output", r.Stdout+r.Stderr)
+		if p := s.Jail("plan", "--profile", "codex", "--", "true"); !strings.Contains(p.Stdout, "sign-in tokens: placeholders inside") {
+			t.Errorf("jail plan does not list the sign-in file as placeholders inside:\n%s", p)
+		}
 		var inside map[string]any
 		if err := json.Unmarshal([]byte(afterMark(r.Stdout, "@@FILE ")), &inside); err != nil {
 			t.Fatalf("the session copy is not JSON (%v):\n%s", err, r)
@@ -399,8 +407,11 @@ func TestSignInCodexSession(t *testing.T) {
 		r := runAgent(t, s, args...)
 		c.k.real().noReal(t, "Codex's output", r.Stdout+r.Stderr)
 		proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
+		if strings.Contains(r.Stderr, "Failed to refresh token: Resource busy") {
+			t.Errorf("Codex could not save its refreshed ~/.codex/auth.json: it renames a new file over it, and a rename over a sign-in file bound on its own fails (EBUSY); the file must stand in a directory of the session")
+		}
 		if !strings.Contains(r.Stdout, "@@EXIT 0") || !strings.Contains(r.Stdout, signInFinal) || err != nil || string(proof) != "ok\n" {
-			t.Errorf("codex exec inside: want exit 0, %q and proof.txt (%q, %v):\n%s\nbackend saw: %v\ntoken endpoint saw: %v", signInFinal, proof, err, r, c.backend.paths(), c.auth.requests())
+			t.Errorf("codex exec inside: want exit 0, %q and proof.txt (%q, %v):\n%.6000s\nbackend saw:\n%.6000s\ntoken endpoint saw:\n%s", signInFinal, proof, err, r, brief(c.backend, c.k.accessNames()), brief(c.auth, nil))
 		}
 		if out := c.model.toolOutputs(); strings.Contains(out, SSHKeySecret) || !strings.Contains(out, "id_ed25519") {
 			t.Errorf("the tool result the model got: want the SSH key read to fail, without the key:\n%s", out)
@@ -410,7 +421,7 @@ func TestSignInCodexSession(t *testing.T) {
 			refreshed = refreshed || q.Path == "/oauth/token" && strings.Contains(q.Body, c.k.Refresh)
 		}
 		if !refreshed {
-			t.Errorf("the token endpoint never got the real refresh token: %v", c.auth.requests())
+			t.Errorf("the token endpoint never got the real refresh token:\n%s", brief(c.auth, nil))
 		}
 		for _, m := range []*signInServer{c.backend, c.auth} {
 			if got := m.matching(anyPlaceholderRE); len(got) > 0 {
@@ -425,7 +436,7 @@ func TestSignInCodexSession(t *testing.T) {
 			used = used || strings.HasSuffix(q.Path, "/responses") && q.Header.Get("Authorization") == "Bearer "+c.k.NewAccess
 		}
 		if !used {
-			t.Errorf("the backend never got the new real access token: %v", c.backend.paths())
+			t.Errorf("the backend never got the new real access token:\n%.6000s", brief(c.backend, c.k.accessNames()))
 		}
 		checkCodexHostFile(t, c, afterMark(r.Stdout, "@@AUTH "))
 	})

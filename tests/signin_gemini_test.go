@@ -57,6 +57,11 @@ func (k geminiTokens) real() realTokens {
 	return realTokens{"access token": k.Access, "refresh token": k.Refresh, "id token": k.ID, "new access token": k.NewAccess, "new id token": k.NewID}
 }
 
+// accessNames names the access tokens for brief.
+func (k geminiTokens) accessNames() map[string]string {
+	return map[string]string{"old real": k.Access, "new real": k.NewAccess}
+}
+
 const geminiScope = "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/userinfo.email https://www.googleapis.com/auth/userinfo.profile openid"
 
 // geminiOAuthCreds is ~/.gemini/oauth_creds.json as Gemini CLI writes it,
@@ -238,6 +243,9 @@ curl -s -o /dev/null -w '@@OTHER %{http_code}\n' -H "Authorization: Bearer $refr
 echo '{"access_token":"planted-by-the-sandbox"}' > ~/.gemini/oauth_creds.json
 `)
 		g.k.real().noReal(t, "the jail's output", r.Stdout+r.Stderr)
+		if p := s.Jail("plan", "--profile", "gemini", "--", "true"); !strings.Contains(p.Stdout, "sign-in tokens: placeholders inside") {
+			t.Errorf("jail plan does not list the sign-in file as placeholders inside:\n%s", p)
+		}
 		var inside map[string]any
 		if err := json.Unmarshal([]byte(afterMark(r.Stdout, "@@FILE ")), &inside); err != nil {
 			t.Fatalf("the session copy is not JSON (%v):\n%s", err, r)
@@ -310,7 +318,7 @@ func TestSignInGeminiSession(t *testing.T) {
 		g.k.real().noReal(t, "Gemini CLI's output", r.Stdout+r.Stderr)
 		proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
 		if !strings.Contains(r.Stdout, "@@EXIT 0") || !strings.Contains(r.Stdout, signInFinal) || err != nil || string(proof) != "ok\n" {
-			t.Errorf("gemini -p inside: want exit 0, %q and proof.txt (%q, %v):\n%s\nthe mock saw: %v", signInFinal, proof, err, r, g.srv.paths())
+			t.Errorf("gemini -p inside: want exit 0, %q and proof.txt (%q, %v):\n%.6000s\nthe mock saw:\n%.6000s", signInFinal, proof, err, r, brief(g.srv, g.k.accessNames()))
 		}
 		if out := g.model.functionResponses(); strings.Contains(out, SSHKeySecret) || !strings.Contains(out, "id_ed25519") {
 			t.Errorf("the tool result the model got: want the SSH key read to fail, without the key:\n%s", out)
@@ -322,7 +330,7 @@ func TestSignInGeminiSession(t *testing.T) {
 			used = used || q.Host == codeAssistHost && strings.Contains(q.Path, "GenerateContent") && q.Header.Get("Authorization") == "Bearer "+g.k.NewAccess
 		}
 		if !refreshed || !used {
-			t.Errorf("want the real refresh token at the token endpoint (%v) and the new real access token at Code Assist (%v): %v", refreshed, used, g.srv.paths())
+			t.Errorf("want the real refresh token at the token endpoint (%v) and the new real access token at Code Assist (%v): %v", refreshed, used, brief(g.srv, g.k.accessNames()))
 		}
 		if got := g.srv.matching(anyPlaceholderRE); len(got) > 0 {
 			t.Errorf("a placeholder reached a provider (not injected): %v", got)

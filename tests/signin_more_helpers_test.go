@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -106,5 +107,53 @@ func checkFileMode(t *testing.T, path string) {
 	t.Helper()
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s after the refresh: %v, mode %v, want 0600", path, err, fi.Mode())
+	}
+}
+
+// brief is what a mock received, one request a line, its credential
+// named instead of shown (a JWT is long): by its name in known,
+// "placeholder", or its first bytes.
+func brief(s *signInServer, known map[string]string) string {
+	var b strings.Builder
+	for _, q := range s.requests() {
+		auth := q.Header.Get("Authorization")
+		for name, v := range known {
+			if auth == "Bearer "+v {
+				auth = name
+			}
+		}
+		if anyPlaceholderRE.MatchString(auth) {
+			auth = "placeholder"
+		}
+		if len(auth) > 24 {
+			auth = auth[:24] + "..."
+		}
+		fmt.Fprintf(&b, "  %s %s%s auth=%s body=%.120q\n", q.Method, q.Host, q.Path, auth, q.Body)
+	}
+	return b.String()
+}
+
+// A missing Codex or Gemini CLI sign-in file stays missing: nothing
+// inside can plant one that a later run outside the jail would sign in
+// with (as another account, or with a token the jail chose).
+func TestSignInMoreMissingNotPlanted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ profile, dir, file string }{
+		{"codex", ".codex", "auth.json"},
+		{"gemini", ".gemini", "oauth_creds.json"},
+	} {
+		t.Run(c.profile, func(t *testing.T) {
+			t.Parallel()
+			forEachRunner(t, func(t *testing.T, s *Sandbox) {
+				t.Parallel()
+				s.WriteFile(s.Home+"/"+c.dir+"/keep", "", 0o600)
+				path := "~/" + c.dir + "/" + c.file
+				r := s.Jail("--profile", c.profile, "--", "sh", "-c", `echo '{"planted":"by-the-sandbox"}' > `+path+`; echo rc=$?; mv ~/`+c.dir+`/keep `+path+` 2>/dev/null; echo mv=$?`)
+				if strings.Contains(r.Stdout, "rc=0") || strings.Contains(r.Stdout, "mv=0") {
+					t.Errorf("writing a missing %s inside succeeded:\n%s", path, r)
+				}
+				hostAbsent(t, s.Home+"/"+c.dir+"/"+c.file)
+			})
+		})
 	}
 }
