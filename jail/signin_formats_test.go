@@ -129,7 +129,8 @@ func TestSignInCodexAPIKey(t *testing.T) {
 	if !found || strings.Contains(string(b), key) {
 		t.Errorf("the sign-in's API key: secrets %+v, copy %s; want a sk-proj-jail placeholder bound to api.openai.com", secrets, b)
 	}
-	for field := range signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: "k"})[0].Tokens {
+	eps, _ := signInEndpoints(&Plan{SignIn: []SignInFile{sf}, SecretKey: "k"})
+	for field := range eps[0].Tokens {
 		if field == "" || field == "OPENAI_API_KEY" {
 			t.Errorf("the token endpoint's answer may replace %q", field)
 		}
