@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // agent is one real agent CLI from the npm registry and the built-in
@@ -116,21 +114,6 @@ func installAgents(dir string) error {
 		return fmt.Errorf("npm install left no command for %v in %s/node_modules/.bin:\n%s", m, tmp, out)
 	}
 	return swapInto(tmp, dir)
-}
-
-// swapInto puts the fresh install tmp at dir. An older cache (one that
-// lacks an agent added since) is exchanged with it in one rename, so that
-// another test process running an agent from dir never finds it missing
-// or half removed; the old install is left at tmp for the caller to
-// remove.
-func swapInto(tmp, dir string) error {
-	if _, err := os.Stat(dir); err != nil {
-		return os.Rename(tmp, dir)
-	}
-	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE); err != nil {
-		return fmt.Errorf("exchanging %s with the new install: %w", dir, err)
-	}
-	return nil
 }
 
 // forEachAgent runs f, in parallel, for every agent CLI and every runner,

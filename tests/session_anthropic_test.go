@@ -29,7 +29,6 @@ const sessionAnswer = "the proof is written"
 var sessionPKI = &lazyPKI{what: "agent session PKI", caName: "jail agent session tests CA",
 	names: []string{anthropicHost, signInTokenHost}}
 
-
 // messagesSession is the Messages API as api.anthropic.com serves it,
 // answering only the requests authorized accepts (else the API's 401). A
 // streaming (SSE) request that offers the shell tool named tool is

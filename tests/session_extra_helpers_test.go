@@ -17,7 +17,6 @@ import (
 // tool call, the checks of a finished session, and mocks on their own
 // PKI.
 
-
 // sessionFinal is the model's final text, after the tool result came back.
 const sessionFinal = "proof written and the key stayed unreadable"
 
