@@ -142,6 +142,31 @@ var projectProtected = []string{
 	"**/jail.json",
 }
 
+// agentStartFile is a file an agent writes into its read-only project
+// directory when it starts, as it would unjailed, and the content it
+// writes there.
+type agentStartFile struct{ path, content string }
+
+// agentStartFiles: OpenCode ends a run when it cannot write
+// .opencode/.gitignore, and writes nothing when one is there.
+var agentStartFiles = []agentStartFile{
+	{".opencode/.gitignore", "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore"},
+}
+
+// planAgentStartFiles holds each agent start file missing from its
+// read-only directory by a placeholder with the agent's own content, so
+// that the agent finds it there and carries on.
+func planAgentStartFiles(p *Plan, f *Facts, root string, held map[string]bool) {
+	for _, sf := range agentStartFiles {
+		path := filepath.Join(root, sf.path)
+		dir := filepath.Dir(path)
+		if !held[dir] || f.info(path).Exists || f.info(path).Link != "" || f.info(dir).Link != "" {
+			continue
+		}
+		p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: path, Content: sf.content})
+	}
+}
+
 // projectProtectedPresent are read-only when they exist at start. A new
 // one needs a step outside the jail before anything runs it, so no
 // placeholder holds its place: hook managers' configs act only through a
@@ -211,6 +236,9 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	inHome(signInInterest(home)...)
 	for _, p := range append(append([]string{}, projectProtected...), projectProtectedPresent...) {
 		add(withParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
+	}
+	for _, sf := range agentStartFiles {
+		add(filepath.Join(pol.ProjectRoot, sf.path))
 	}
 	add(filepath.Join(pol.ProjectRoot, ".git", "info", "exclude"))
 	add(filepath.Join(pol.ProjectRoot, ".git"), filepath.Join(pol.ProjectRoot, nestedGit))
@@ -753,6 +781,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		p.Mounts = append(p.Mounts, InitMount{Path: path, Host: ph.Path, ReadOnly: true, Why: "read-only; a placeholder on the host while the jail runs"})
 		pins = append(pins, parentsBelow(path, b.dest)...)
 	}
+	planAgentStartFiles(p, f, root, held)
 	// Credential stores missing from a writable tree on disk: a masked
 	// placeholder holds the name, so that a planted ~/.aws/config
 	// (credential_process) or ~/.npmrc (script-shell) cannot appear.

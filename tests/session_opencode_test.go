@@ -19,10 +19,9 @@ import (
 //   - config directories: Config.ensureGitignore writes a .gitignore into
 //     every .opencode directory from the project up, and a failure there
 //     ends the run ("Unexpected error ... FileSystem.writeFile"). The jail
-//     holds the project's .opencode/ read-only (a placeholder when it is
-//     missing), so the .gitignore must exist before the jail starts; the
-//     test writes what OpenCode itself writes, as the profile's
-//     description tells the user to.
+//     holds the project's .opencode/ read-only, with OpenCode's own
+//     .gitignore in it when it has none, so the session starts in a fresh
+//     project as it is.
 //   - plugins: it installs @opencode-ai/plugin into each writable config
 //     directory without one from the npm registry, which the profile does
 //     not allow: the proxy refuses it, and the run goes on once npm gives
@@ -33,10 +32,6 @@ import (
 // --auto, which approves the permission questions (the bash tool reading
 // outside the project) that would otherwise be refused.
 var opencodeSessionFlags = []string{"run", "--model", "anthropic/claude-sonnet-4-5", "--auto", "write the proof"}
-
-// opencodeGitignore is the .gitignore OpenCode writes into a config
-// directory.
-const opencodeGitignore = "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore\n"
 
 // opencodeSession sets up s for OpenCode with a real API key in the
 // environment and returns the mock and the run.
@@ -54,7 +49,6 @@ func opencodeSession(t *testing.T, s *Sandbox) (*messagesSession, sessionRun, st
 	m.command += "; echo \"key=$ANTHROPIC_API_KEY\""
 	ca, hosts := sessionSetup(t, s, m, anthropicHost)
 	s.Env = append(s.Env, "ANTHROPIC_API_KEY="+key)
-	s.WriteFile(s.Project+"/.opencode/.gitignore", opencodeGitignore, 0o644)
 	return m, sessionRun{
 		JailArgs: []string{"--allow-read", cache},
 		Argv:     append([]string{bin}, opencodeSessionFlags...),
