@@ -40,7 +40,11 @@ type SignInFile struct {
 	// InPlace: the copy is bound over the host file's name (no session
 	// view), so the host file is saved in place, never renamed over.
 	InPlace bool
-	Rule    signInRule
+	// Missing: the host has no such file, so nothing is copied; a sign-in
+	// made inside still gets placeholders, and Keep says whether the host
+	// may keep it after exit (with the person's yes).
+	Missing, Keep bool
+	Rule          signInRule
 }
 
 // signInSpot is where a sign-in file stands for the plan.
@@ -70,9 +74,8 @@ func planSignIn(p *Plan, home, sessionDir, stateDir string, where func(path stri
 		}
 		if vs, ok := view(filepath.Dir(path)); ok {
 			v := planSignInView(p, stateDir, path, spot.Exists, vs)
-			if spot.Exists {
-				p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: filepath.Join(v.Dir, filepath.Base(path)), Rule: rule})
-			}
+			p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: filepath.Join(v.Dir, filepath.Base(path)),
+				Missing: !spot.Exists, Keep: true, Rule: rule})
 			continue
 		}
 		switch {
@@ -88,6 +91,7 @@ func planSignIn(p *Plan, home, sessionDir, stateDir string, where func(path stri
 			}
 			p.Ops = append(p.Ops, Op{Kind: kind, Src: cp, Dest: path, Why: "sign-in tokens: placeholders inside"})
 		case spot.Writable:
+			p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Missing: true, Rule: rule})
 			p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: spot.Host})
 			p.Ops = append(p.Ops, Op{Kind: "mask", Dest: path, Why: "sign-in tokens: none; a placeholder on the host while the jail runs"})
 		}

@@ -24,6 +24,9 @@ const maxSignInFile = 1 << 20
 func prepareSignIn(plan *Plan) ([]proxy.Secret, error) {
 	var out []proxy.Secret
 	for _, sf := range plan.SignIn {
+		if sf.Missing {
+			continue
+		}
 		secrets, err := copySignInFile(plan.SecretKey, sf)
 		if err != nil {
 			return nil, err

@@ -46,6 +46,10 @@ func keepSignIns(states []*signInState, stderr io.Writer) {
 		}
 		host := Shown(st.file.Host)
 		who := signInAccount(answer)
+		if st.file.Missing && !st.file.Keep {
+			fmt.Fprintf(stderr, "jail: a sign-in made inside the jail (%s) was used for this run only; this jail holds %s's name, so it cannot keep one there (sign in outside jail)\n", Escaped(who), host)
+			continue
+		}
 		if !onTerminal() {
 			fmt.Fprintf(stderr, "jail: a sign-in made inside the jail (%s) was used for this run only; %s is as it was (keeping one needs a terminal to confirm it, or sign in outside jail)\n", Escaped(who), host)
 			continue

@@ -42,8 +42,9 @@ type SignInView struct {
 	Dir      string // the session directory on the host, bound at Path
 	Writable bool
 	// SignIn are the names of the sign-in files copied into Dir; Held
-	// those missing on the host, held empty and read-only. Neither is
-	// ever bound from the host nor moved back.
+	// those missing on the host, missing in Dir too: one a sign-in inside
+	// writes there stays in the session. Neither is ever bound from the
+	// host nor moved back.
 	SignIn, Held []string
 	// ReadOnly are the names bound read-only whatever Writable says;
 	// Hidden those masked, whose stub is left unbound. Neither is moved
@@ -104,7 +105,7 @@ func (v *SignInView) why() string {
 		parts = append(parts, "sign-in tokens: placeholders inside")
 	}
 	if len(v.Held) > 0 {
-		parts = append(parts, "sign-in tokens: none; "+strings.Join(v.Held, ", ")+" held empty, read-only")
+		parts = append(parts, "sign-in tokens: none; "+strings.Join(v.Held, ", ")+" made inside stays in the session")
 	}
 	return "session view (" + strings.Join(parts, "; ") + "; the host's other entries shown in it, what the jail changes there applied after exit)"
 }

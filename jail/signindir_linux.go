@@ -133,13 +133,6 @@ func makeView(v SignInView) ([]Op, map[string]viewEntry, error) {
 			ops = append(ops, op)
 		}
 	}
-	for _, name := range v.Held {
-		stub := filepath.Join(v.Dir, name)
-		if err := makeFile(stub, "", made); err != nil {
-			return nil, made, fmt.Errorf("preparing the jail's view of %s: %w", v.Host, err)
-		}
-		ops = append(ops, Op{Kind: "ro-bind", Src: stub, Dest: filepath.Join(v.Path, name)})
-	}
 	return ops, made, nil
 }
 
@@ -294,10 +287,14 @@ func (vs *viewSession) removeDeleted(i int, v SignInView) {
 	if i >= len(vs.Made) {
 		return
 	}
+	parked := parkedInodes(v)
 	for name, rec := range vs.Made[i] {
 		var st unix.Stat_t
 		if unix.Lstat(filepath.Join(v.Dir, name), &st) == nil || rec.Host == 0 || slices.Contains(v.ReadOnly, name) || slices.Contains(v.Hidden, name) {
 			continue // still there, not a host entry, or never the jail's to remove
+		}
+		if parked[rec.Host] {
+			continue // renamed onto a name that never reaches the host: the host keeps it
 		}
 		host := filepath.Join(v.Host, name)
 		if unix.Lstat(host, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Ino != rec.Host || st.Mtim.Nano() != rec.HostTime {
@@ -305,6 +302,20 @@ func (vs *viewSession) removeDeleted(i int, v SignInView) {
 		}
 		os.Remove(host)
 	}
+}
+
+// parkedInodes are the inodes the session directory holds under names
+// that never reach the host (a sign-in file's, a held one's): a host file
+// the jail renamed there is not removed from the host.
+func parkedInodes(v SignInView) map[uint64]bool {
+	out := map[uint64]bool{}
+	for _, name := range append(append([]string{}, v.SignIn...), v.Held...) {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(v.Dir, name), &st) == nil {
+			out[st.Ino] = true
+		}
+	}
+	return out
 }
 
 // errHostChanged is a host entry no longer the one the jail was shown.

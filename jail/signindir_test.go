@@ -80,11 +80,13 @@ func TestSignInViewPlanned(t *testing.T) {
 	}
 }
 
-// A missing sign-in file is held empty in the view: no placeholder on
-// the host, whose name the host could rename over.
+// A missing sign-in file is missing in the view too, and never moved back:
+// no placeholder on the host, whose name the host could rename over. It
+// is a sign-in file of the plan all the same, so that a sign-in made
+// inside gets placeholders.
 func TestSignInViewHeld(t *testing.T) {
 	p := claudeViewPlan(t, false, Policy{AllowWrite: []string{"/home/u/.claude"}})
-	if len(p.SignInViews) != 1 || !slices.Equal(p.SignInViews[0].Held, []string{".credentials.json"}) || len(p.SignIn) != 0 {
+	if len(p.SignInViews) != 1 || !slices.Equal(p.SignInViews[0].Held, []string{".credentials.json"}) || len(p.SignIn) != 1 || !p.SignIn[0].Missing || !p.SignIn[0].Keep {
 		t.Fatalf("views %+v, sign-in files %+v", p.SignInViews, p.SignIn)
 	}
 	for _, ph := range p.Placeholders {
@@ -92,7 +94,7 @@ func TestSignInViewHeld(t *testing.T) {
 			t.Errorf("a placeholder on the host for the missing sign-in file: %+v", ph)
 		}
 	}
-	if ops := opAt(p, "/home/u/.claude"); len(ops) != 1 || !strings.Contains(ops[0].Why, ".credentials.json held empty, read-only") {
+	if ops := opAt(p, "/home/u/.claude"); len(ops) != 1 || !strings.Contains(ops[0].Why, ".credentials.json made inside stays in the session") {
 		t.Errorf("ops at ~/.claude: %v", ops)
 	}
 }

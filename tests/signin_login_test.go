@@ -101,3 +101,37 @@ func TestSignInLoginInside(t *testing.T) {
 
 // shellQuote quotes s as one word for sh.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Signed out on the host (no sign-in file): a sign-in made inside still
+// comes back as placeholders only, and a yes on the terminal creates the
+// host file with the real tokens, mode 0600; without a terminal there is
+// none.
+func TestSignInLoginInsideSignedOut(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		k := newSignInTokens()
+		oauth := newSignInServer(t, loginTokenMock(k))
+		trustCA(t, s, signInPKI.get(t), "signin-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{signInTokenHost}, "hosts": map[string]string{signInTokenHost: oauth.addr},
+		}})
+		s.WriteFile(s.Home+"/.claude/keep", "", 0o600)
+		hostFile := s.Home + "/.claude/.credentials.json"
+		r := s.Jail("--profile", "claude", "--", "sh", "-c", loginScript)
+		k.noReal(t, "the answer to a sign-in inside, signed out", r.Stdout+r.Stderr)
+		if !strings.Contains(r.Stdout, `"access_token":"sk-ant-oat01-jail`) {
+			t.Fatalf("signed out, the sign-in's answer inside: want placeholders:\n%s", r)
+		}
+		hostAbsent(t, hostFile)
+		tm := NewTerm(t, s)
+		tm.Type(tm.Jail("--profile claude -- sh -c " + shellQuote(loginScript)))
+		tm.WaitLine(`jail: a sign-in was made inside the jail, for the account person@example.test\. Keep it in .*\.credentials\.json, for later runs in and outside jail\? \[y/N\]`)
+		tm.Type("y")
+		tm.WaitPrompt("jail after the question")
+		b, err := os.ReadFile(hostFile)
+		toks := credsTokens(string(b))
+		fi, _ := os.Stat(hostFile)
+		if err != nil || toks["accessToken"] != k.NewAccess || toks["refreshToken"] != k.NewRefresh || fi.Mode().Perm() != 0o600 {
+			t.Errorf("answered yes, signed out: the host file holds %v (%v, %v), want the real tokens, mode 0600", toks, err, fi)
+		}
+	})
+}

@@ -242,16 +242,18 @@ curl -s -o /dev/null -w '@@OTHER %{http_code}\n' -H "Authorization: Bearer $acce
 	})
 }
 
-// A missing sign-in file stays missing: nothing inside can plant one
-// that a later run outside the jail would sign in with.
+// A missing sign-in file stays missing on the host: nothing inside can
+// plant one that a later run outside the jail would sign in with. (Inside
+// it may be written, as a sign-in made there writes it: that copy stays in
+// the session.)
 func TestSignInMissingNotPlanted(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		s.WriteFile(s.Home+"/.claude/keep", "", 0o600)
 		r := s.Jail("--profile", "claude", "--", "sh", "-c", `echo '{"claudeAiOauth":{"accessToken":"planted"}}' > ~/.claude/.credentials.json; echo rc=$?`)
-		if strings.Contains(r.Stdout, "rc=0") {
-			t.Errorf("writing a missing ~/.claude/.credentials.json inside succeeded:\n%s", r)
-		}
 		hostAbsent(t, s.Home+"/.claude/.credentials.json")
+		if again := s.Jail("--profile", "claude", "--", "cat", s.Home+"/.claude/.credentials.json"); again.Code == 0 || strings.Contains(again.Stdout, "planted") {
+			t.Errorf("what a run wrote into the missing sign-in file reached the next run:\n%s\n%s", r, again)
+		}
 		if p := s.Jail("plan", "--profile", "claude", "--", "true"); !strings.Contains(p.Stdout, ".credentials.json") {
 			t.Errorf("jail plan does not name the held sign-in file:\n%s", p)
 		}
