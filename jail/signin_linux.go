@@ -58,7 +58,7 @@ func copySignInFile(key SessionKey, sf SignInFile) ([]proxy.Secret, error) {
 		}
 		ph := signInPlaceholder(key, sf.Rule, tok.Name, v, 0)
 		setString(doc, tok.Path, ph)
-		out = append(out, proxy.Secret{Name: tok.Name, Placeholder: ph, Value: v, Hosts: tok.Hosts, Inject: tok.Inject})
+		out = append(out, proxy.Secret{Name: tok.Name, Placeholder: ph, Value: v, Hosts: tok.Hosts, Inject: tok.Inject, Paths: tokenPaths(sf.Rule, tok)})
 	}
 	copy, err := encodeJSON(doc)
 	if err != nil {
@@ -98,12 +98,21 @@ func signInEndpoints(plan *Plan) ([]proxy.TokenEndpoint, []*signInState) {
 			if t.Field == "" { // no token answer carries it
 				continue
 			}
-			tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject}
+			tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject, Paths: tokenPaths(sf.Rule, t)}
 		}
 		out = append(out, proxy.TokenEndpoint{Host: sf.Rule.EndpointHost, Path: sf.Rule.EndpointPath,
 			Tokens: tokens, Carrying: refreshName(sf.Rule), Mint: st.mint, Save: st.save, Login: st.login})
 	}
 	return out, states
+}
+
+// tokenPaths are the URL paths a token is injected at: a refresh token's
+// only at its token endpoint; others wherever their hosts take them.
+func tokenPaths(r signInRule, t signInToken) []string {
+	if t.Field == "refresh_token" && r.EndpointPath != "" {
+		return []string{r.EndpointPath}
+	}
+	return nil
 }
 
 // refreshName is the name of the secret of a rule's refresh token: the

@@ -269,7 +269,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	// request refused) before the client is told to send its body.
 	var inj *injection
 	if s.sec() != nil {
-		inj = s.sec().beginRequest(t, scheme)
+		inj = s.sec().beginRequest(t, scheme, req.URL.Path)
 		if !inj.request(req) {
 			return s.refuseSecret(bw, e, inj.refused(), t.norm.name)
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -42,6 +43,11 @@ type Secret struct {
 	// the URL's query), "query:KEY" (that parameter's value), "path" (the
 	// URL path), "body". Empty means request header fields only.
 	Inject []string
+	// Paths, when set, are the only URL paths (matched exactly) of
+	// requests to Hosts the value is injected into: a sign-in's refresh
+	// token goes to its token endpoint, not to every page of its host.
+	// Elsewhere on Hosts the placeholder stays as it is.
+	Paths []string
 }
 
 // PlaceholderPrefix starts the placeholders of values that have no shape
@@ -193,6 +199,7 @@ type secret struct {
 	hosts   []string
 	entries []entry
 	loc     locations
+	paths   []string // the URL paths it may be injected at; nil: any
 	ph      []byte
 	value   [escCount][]byte // the value as written in each context
 	header  bool             // the value may be sent in a header field
@@ -207,6 +214,12 @@ func (s *secret) bound(h host, port int) bool {
 		}
 	}
 	return false
+}
+
+// atPath reports whether the secret may be injected into a request for
+// the URL path.
+func (s *secret) atPath(path string) bool {
+	return s.paths == nil || slices.Contains(s.paths, path)
 }
 
 // secrets is a Server's secrets: the placeholders and real values to
@@ -285,7 +298,7 @@ func newSecret(in Secret, seen map[string]bool) (*secret, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secret %s: %w", in.Name, err)
 	}
-	s := &secret{name: in.Name, hosts: append([]string(nil), in.Hosts...), ph: []byte(in.Placeholder), loc: loc}
+	s := &secret{name: in.Name, hosts: append([]string(nil), in.Hosts...), ph: []byte(in.Placeholder), loc: loc, paths: append([]string(nil), in.Paths...)}
 	for _, h := range in.Hosts {
 		e, err := parseEntry(h)
 		if err != nil {
@@ -377,6 +390,7 @@ type injection struct {
 	ss   *secrets
 	host host
 	port int
+	path string // the request's URL path
 	// cleartext: the request goes over the network unencrypted, so no
 	// value is injected into it.
 	cleartext bool
@@ -411,8 +425,9 @@ func (r *secretRefusal) status() int {
 // is dialled at is a loopback one (a name network.hosts maps to a local
 // server): anywhere else the value would cross the network readable by
 // whoever is on the path.
-func (ss *secrets) beginRequest(t *target, scheme string) *injection {
+func (ss *secrets) beginRequest(t *target, scheme, path string) *injection {
 	in := ss.begin(t.norm, t.port)
+	in.path = path
 	in.cleartext = scheme == "http" && !loopbackOnly(t.addrs)
 	return in
 }
@@ -506,7 +521,7 @@ func (in *injection) rewriter(p place, esc escaping, md mode) replacer {
 			return nil, in.refuse(secretRefusal{s: s, err: errSecretValue, where: p, spelling: pat.spelling.label})
 		case !s.bound(in.host, in.port):
 			return nil, in.refuse(secretRefusal{s: s, err: errSecretExfil, where: p})
-		case md == modeKeep || !s.loc.allows(p):
+		case md == modeKeep || !s.loc.allows(p) || !s.atPath(in.path):
 			in.keep(s, p)
 			return s.ph, nil
 		case md == modeTooLarge:

@@ -57,6 +57,7 @@ type TokenSecret struct {
 	Name   string
 	Hosts  []string
 	Inject []string
+	Paths  []string
 }
 
 // maxMinted bounds the secrets token endpoints may add to one session: a
@@ -164,7 +165,7 @@ func mintTokens(ep *TokenEndpoint, answer map[string]any) (map[string]any, []Sec
 			continue
 		}
 		ph := ep.Mint(field, v)
-		minted = append(minted, Secret{Name: ts.Name, Placeholder: ph, Value: v, Hosts: ts.Hosts, Inject: ts.Inject})
+		minted = append(minted, Secret{Name: ts.Name, Placeholder: ph, Value: v, Hosts: ts.Hosts, Inject: ts.Inject, Paths: ts.Paths})
 		answer[field] = ph
 	}
 	return real, minted

@@ -24,8 +24,8 @@ const (
 // and auth.test/oauth/token as a token endpoint whose access_token is
 // bound to api.test; both upstreams answer as the provider does.
 type tokenFixture struct {
-	f     *secretFixture
-	mu    sync.Mutex
+	f      *secretFixture
+	mu     sync.Mutex
 	saved  []map[string]any
 	logins []map[string]any
 	n      int
@@ -34,7 +34,7 @@ type tokenFixture struct {
 	answer map[string]any
 }
 
-func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
+func newTokenFixture(t *testing.T, gz bool, refreshPaths ...string) *tokenFixture {
 	t.Helper()
 	tf := &tokenFixture{}
 	h := func(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +73,7 @@ func newTokenFixture(t *testing.T, gz bool) *tokenFixture {
 			Hosts: map[string]string{"api.test": f.api.addr(), "auth.test": f.other.addr(), "evil.test": f.evil.addr()},
 		},
 		Upstream: &tls.Config{RootCAs: pool(upCA)},
-		Secrets:  []Secret{{Name: "REFRESH", Placeholder: phRefresh, Value: realRefresh, Hosts: []string{"auth.test"}, Inject: []string{"body"}}},
+		Secrets:  []Secret{{Name: "REFRESH", Placeholder: phRefresh, Value: realRefresh, Hosts: []string{"auth.test"}, Inject: []string{"body"}, Paths: refreshPaths}},
 		TokenEndpoints: []TokenEndpoint{{
 			Host: "auth.test", Path: "/oauth/token", Carrying: "REFRESH",
 			Tokens: map[string]TokenSecret{
@@ -221,5 +221,23 @@ func TestTokenEndpointFormRefresh(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+at)
 	if do(t, tf.f.c, req); !strings.Contains(tf.f.api.seen(), "Bearer "+newAccess) {
 		t.Errorf("the new access placeholder toward its host: upstream saw %q", tf.f.api.seen())
+	}
+}
+
+// A secret with Paths is injected only at those paths of its host:
+// elsewhere there its placeholder goes as it is (kept), so that a sign-in's
+// refresh token reaches its token endpoint and no other page of the host.
+func TestSecretOnlyAtItsPaths(t *testing.T) {
+	tf := newTokenFixture(t, false, "/oauth/token")
+	for _, tt := range []struct {
+		path string
+		real bool
+	}{{"/oauth/token", true}, {"/oauth/token/", false}, {"/echo", false}} {
+		req, _ := http.NewRequest("POST", "https://auth.test"+tt.path, strings.NewReader(`{"refresh_token":"`+phRefresh+`"}`))
+		do(t, tf.f.c, req)
+		seen := tf.f.other.seen()
+		if got := strings.Contains(seen, realRefresh); got != tt.real || !tt.real && !strings.Contains(seen, phRefresh) {
+			t.Errorf("POST %s: upstream saw %q; want the real value: %v", tt.path, seen, tt.real)
+		}
 	}
 }
