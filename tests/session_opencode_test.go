@@ -14,8 +14,9 @@ import (
 //     else a models list built into the binary, and fetches
 //     https://models.opencode.ai/api.json only in the background
 //     (OPENCODE_MODELS_URL moves it, OPENCODE_DISABLE_MODELS_FETCH=1 stops
-//     it). The profile does not allow that host, so the fetch is refused
-//     and the built-in list serves: nothing to mock, nothing to configure.
+//     it). The profile allows that host; here it does not resolve, the
+//     fetch fails in the background and the built-in list serves: nothing
+//     to mock, nothing to configure.
 //   - config directories: Config.ensureGitignore writes a .gitignore into
 //     every .opencode directory from the project up, and a failure there
 //     ends the run ("Unexpected error ... FileSystem.writeFile"). The jail
