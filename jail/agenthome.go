@@ -27,9 +27,11 @@ import (
 //
 // Not listed, because the agent must write them as it runs: ~/.claude.json
 // (shown inside as a session copy whose command-bearing keys never reach
-// the host, see agentFiles), the Codex skills Codex installs at start, and
-// OpenCode's plugin dependencies (~/.config/opencode/node_modules), which
-// OpenCode installs itself.
+// the host, see agentFiles), and the Codex skills Codex installs at start.
+// OpenCode's plugin dependencies (~/.config/opencode/node_modules and its
+// package.json), which OpenCode installs itself from the npm registry, are
+// listed: code there runs in every later OpenCode, and its profile does not
+// reach the registry, so the install never succeeds inside anyway.
 var agentCommandPaths = []string{
 	// Claude Code
 	".claude/settings.json", ".claude/settings.local.json", ".claude/hooks/", ".claude/plugins/",
@@ -46,6 +48,7 @@ var agentCommandPaths = []string{
 	".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".config/opencode/config.json",
 	".config/opencode/plugin/", ".config/opencode/plugins/", ".config/opencode/tool/", ".config/opencode/tools/",
 	".config/opencode/command/", ".config/opencode/commands/", ".config/opencode/agent/", ".config/opencode/agents/",
+	".config/opencode/node_modules/", ".config/opencode/package.json", ".config/opencode/bun.lock",
 	// Others with a built-in profile
 	".config/amp/settings.json", ".config/amp/settings.jsonc", // read when settings.json is missing
 	".config/amp/plugins/", ".config/amp/skills/", // plugin code Amp runs; skills

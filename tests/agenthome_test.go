@@ -214,16 +214,17 @@ func TestAgentHomeClaudeJSONNotReplaceable(t *testing.T) {
 // directories; the rest of those directories stays writable.
 func TestAgentHomeCommandFilesReadOnly(t *testing.T) {
 	files := map[string]string{
-		".claude/settings.json":          `{"hooks": {}}`,
-		".claude/hooks/x.sh":             "#!/bin/sh\necho host hook\n",
-		".claude/plugins/p/plugin.json":  `{"name": "p"}`,
-		".codex/config.toml":             "model = \"x\"\n",
-		".gemini/settings.json":          `{"mcpServers": {}}`,
-		".config/opencode/opencode.json": `{"mcp": {}}`,
+		".claude/settings.json":                                      `{"hooks": {}}`,
+		".claude/hooks/x.sh":                                         "#!/bin/sh\necho host hook\n",
+		".claude/plugins/p/plugin.json":                              `{"name": "p"}`,
+		".codex/config.toml":                                         "model = \"x\"\n",
+		".gemini/settings.json":                                      `{"mcpServers": {}}`,
+		".config/opencode/opencode.json":                             `{"mcp": {}}`,
+		".config/opencode/node_modules/@opencode-ai/plugin/index.js": "export {}\n",
 	}
 	dirs := []string{"~/.claude", "~/.codex", "~/.gemini", "~/.config/opencode"}
 	attack := strings.Join([]string{
-		`for f in .claude/settings.json .claude/hooks/x.sh .claude/plugins/p/plugin.json .codex/config.toml .gemini/settings.json .config/opencode/opencode.json; do`,
+		`for f in .claude/settings.json .claude/hooks/x.sh .claude/plugins/p/plugin.json .codex/config.toml .gemini/settings.json .config/opencode/opencode.json .config/opencode/node_modules/@opencode-ai/plugin/index.js; do`,
 		`  echo '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch /tmp/pwned"}]}]}}' > ~/$f && echo "WROTE $f";`,
 		`  rm -f ~/$f 2>/dev/null && echo "REMOVED $f";`,
 		`  mv ~/$f ~/$f.old 2>/dev/null && echo "MOVED $f";`,
