@@ -3,22 +3,99 @@ package jail
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
+
+// expandSignInRule returns the rules of r for the file doc: r itself
+// for a file of fixed paths. For a keyed file (r.Providers), one rule per
+// key of doc whose entry is an object: the paths' "*" replaced by the key,
+// the names suffixed with it (so that each provider's refresh is told
+// apart), only the tokens of the entry's "type", its API key and access
+// token bound to the key's provider, its refresh token to the provider's
+// token endpoint. A key jail does not know gets placeholders bound
+// nowhere: the agent inside cannot use them, and nothing real leaves.
+func expandSignInRule(r signInRule, doc map[string]any) []signInRule {
+	if r.Providers == nil {
+		return []signInRule{r}
+	}
+	var out []signInRule
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
+		entry, ok := doc[k].(map[string]any)
+		if !ok {
+			continue
+		}
+		typ, _ := entry["type"].(string)
+		pv := r.Providers[k]
+		kr := signInRule{Profile: r.Profile, Rel: r.Rel, Format: r.Format, Key: k, EndpointHost: pv.EndpointHost, EndpointPath: pv.EndpointPath}
+		for _, t := range r.Tokens {
+			if t.Type != "" && t.Type != typ {
+				continue
+			}
+			t.Path = append([]string{k}, t.Path[1:]...)
+			t.Name += "_" + strings.ToUpper(placeholderName(k))
+			t.Hosts, t.Inject = providerDest(pv, t.Field)
+			kr.Tokens = append(kr.Tokens, t)
+		}
+		out = append(out, kr)
+	}
+	return out
+}
+
+// providerDest is where a keyed file's token of field goes for pv.
+func providerDest(pv signInProvider, field string) (hosts, inject []string) {
+	switch {
+	case field == "refresh_token" && pv.EndpointHost != "":
+		return []string{pv.EndpointHost}, []string{"body"}
+	case field == "refresh_token":
+		return nil, []string{"body"}
+	case field == "access_token" && pv.AccessHosts != nil:
+		return pv.AccessHosts, pv.AccessInject
+	}
+	return pv.Hosts, pv.Inject
+}
+
+// signInSecret reports whether a token's value in a file of format is a
+// secret: Pi's "!command" keys and names of variables stand for a key
+// and are left as they are.
+func signInSecret(format, v string) bool {
+	if format != "pi" {
+		return true
+	}
+	return !strings.HasPrefix(v, "!") && strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != ""
+}
 
 // signInMeta updates, after a refresh, the fields of a sign-in file that
 // its CLI keeps beside the tokens (their expiry, the time of the
 // refresh), as the CLI itself does, so that the next run outside the jail
 // takes the new tokens as fresh.
-func signInMeta(format string, doc, answer map[string]any, now time.Time) {
-	switch format {
+func signInMeta(r signInRule, doc, answer map[string]any, now time.Time) {
+	switch r.Format {
 	case "claude":
 		claudeTokenMeta(doc, answer, now)
 	case "codex":
 		codexTokenMeta(doc, now)
 	case "gemini":
 		geminiTokenMeta(doc, answer, now)
+	case "opencode", "pi":
+		keyedTokenMeta(doc, r.Key, answer, now)
+	}
+}
+
+// keyedTokenMeta sets the key's "expires" (ms) from a token answer's
+// expires_in (s), 3600 when it has none, as OpenCode and Pi do.
+func keyedTokenMeta(doc map[string]any, key string, answer map[string]any, now time.Time) {
+	e, _ := doc[key].(map[string]any)
+	if e == nil {
+		return
+	}
+	if _, ok := answer["expires_in"].(json.Number); !ok {
+		answer = map[string]any{"expires_in": json.Number("3600")}
+	}
+	if ms, ok := expiresAtMillis(answer, now); ok {
+		e["expires"] = ms
 	}
 }
 

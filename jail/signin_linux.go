@@ -23,59 +23,67 @@ const maxSignInFile = 1 << 20
 // replaced by placeholders, and returns the tokens as secrets.
 func prepareSignIn(plan *Plan) ([]proxy.Secret, error) {
 	var out []proxy.Secret
-	for _, sf := range plan.SignIn {
-		secrets, err := copySignInFile(plan.SecretKey, sf)
+	for i, sf := range plan.SignIn {
+		secrets, rules, err := copySignInFile(plan.SecretKey, sf)
 		if err != nil {
 			return nil, err
 		}
+		plan.SignIn[i].rules = rules
 		out = append(out, secrets...)
 	}
 	return out, nil
 }
 
-func copySignInFile(key SessionKey, sf SignInFile) ([]proxy.Secret, error) {
+// copySignInFile writes sf's session copy and returns its secrets and
+// the rules its tokens were taken by (expandSignInRule).
+func copySignInFile(key SessionKey, sf SignInFile) ([]proxy.Secret, []signInRule, error) {
 	for _, d := range []string{filepath.Dir(filepath.Dir(sf.Copy)), filepath.Dir(sf.Copy)} {
 		if err := ensurePrivateDir(d); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	raw, err := readBounded(sf.Host, maxSignInFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading the sign-in file %s: %w; make it readable or remove it", sf.Host, err)
+		return nil, nil, fmt.Errorf("reading the sign-in file %s: %w; make it readable or remove it", sf.Host, err)
 	}
 	doc, err := decodeJSONObject(raw)
 	if err != nil {
-		return nil, fmt.Errorf("the sign-in file %s is not a JSON object (%v); sign in again or remove it", sf.Host, err)
+		return nil, nil, fmt.Errorf("the sign-in file %s is not a JSON object (%v); sign in again or remove it", sf.Host, err)
 	}
+	rules := expandSignInRule(sf.Rule, doc)
 	var out []proxy.Secret
-	for _, tok := range sf.Rule.Tokens {
-		v, _ := lookupString(doc, tok.Path)
-		if v == "" {
-			continue
+	for _, r := range rules {
+		for _, tok := range r.Tokens {
+			v, _ := lookupString(doc, tok.Path)
+			if v == "" || !signInSecret(r.Format, v) {
+				continue
+			}
+			ph := signInPlaceholder(key, r, tok.Name, v, 0)
+			setString(doc, tok.Path, ph)
+			out = append(out, proxy.Secret{Name: tok.Name, Placeholder: ph, Value: v, Hosts: tok.Hosts, Inject: tok.Inject})
 		}
-		ph := signInPlaceholder(key, sf.Rule, tok.Name, v, 0)
-		setString(doc, tok.Path, ph)
-		out = append(out, proxy.Secret{Name: tok.Name, Placeholder: ph, Value: v, Hosts: tok.Hosts, Inject: tok.Inject})
 	}
 	copy, err := encodeJSON(doc)
 	if err != nil {
-		return nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
+		return nil, nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
 	}
 	for _, s := range out {
 		if bytes.Contains(copy, []byte(s.Value)) { // the same token under another key
-			return nil, fmt.Errorf("the sign-in file %s holds its %s outside %s too; sign in again to rewrite it", sf.Host, s.Name, strings.Join(tokenPath(sf.Rule, s.Name), "."))
+			return nil, nil, fmt.Errorf("the sign-in file %s holds its %s outside %s too; sign in again to rewrite it", sf.Host, s.Name, strings.Join(tokenPath(rules, s.Name), "."))
 		}
 	}
 	if err := os.WriteFile(sf.Copy, copy, 0o600); err != nil {
-		return nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
+		return nil, nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
 	}
-	return out, nil
+	return out, rules, nil
 }
 
-func tokenPath(r signInRule, name string) []string {
-	for _, t := range r.Tokens {
-		if t.Name == name {
-			return t.Path
+func tokenPath(rules []signInRule, name string) []string {
+	for _, r := range rules {
+		for _, t := range r.Tokens {
+			if t.Name == name {
+				return t.Path
+			}
 		}
 	}
 	return nil
@@ -88,19 +96,37 @@ func signInEndpoints(plan *Plan) ([]proxy.TokenEndpoint, []*signInState) {
 	var out []proxy.TokenEndpoint
 	var states []*signInState
 	for _, sf := range plan.SignIn {
-		st := &signInState{file: sf, key: plan.SecretKey, ord: map[string]int{}, minted: map[string]bool{}}
-		states = append(states, st)
-		tokens := map[string]proxy.TokenSecret{}
-		for _, t := range sf.Rule.Tokens {
-			if t.Field == "" { // no token answer carries it
+		rules := sf.rules
+		if rules == nil {
+			rules = []signInRule{sf.Rule}
+		}
+		mu := &sync.Mutex{} // one host file, written by each rule's state
+		for _, r := range rules {
+			if r.EndpointHost == "" { // a keyed file's provider without OAuth
 				continue
 			}
-			tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject}
+			f := sf
+			f.Rule = r
+			st := &signInState{file: f, key: plan.SecretKey, mu: mu, ord: map[string]int{}, minted: map[string]bool{}}
+			states = append(states, st)
+			out = append(out, proxy.TokenEndpoint{Host: r.EndpointHost, Path: r.EndpointPath,
+				Tokens: answerTokens(r), Carrying: refreshName(r), Mint: st.mint, Save: st.save, Login: st.login})
 		}
-		out = append(out, proxy.TokenEndpoint{Host: sf.Rule.EndpointHost, Path: sf.Rule.EndpointPath,
-			Tokens: tokens, Carrying: refreshName(sf.Rule), Mint: st.mint, Save: st.save, Login: st.login})
 	}
 	return out, states
+}
+
+// answerTokens maps the token answer fields of r's tokens to their
+// secrets.
+func answerTokens(r signInRule) map[string]proxy.TokenSecret {
+	tokens := map[string]proxy.TokenSecret{}
+	for _, t := range r.Tokens {
+		if t.Field == "" { // no token answer carries it
+			continue
+		}
+		tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject}
+	}
+	return tokens
 }
 
 // refreshName is the name of the secret of a rule's refresh token: the
@@ -118,7 +144,7 @@ func refreshName(r signInRule) string {
 type signInState struct {
 	file   SignInFile
 	key    SessionKey
-	mu     sync.Mutex
+	mu     *sync.Mutex // the host file's: shared by the states of one file
 	ord    map[string]int  // the last ordinal minted per secret name
 	minted map[string]bool // placeholders minted
 	// pending is the last answer to a sign-in made inside, with the real
@@ -174,7 +200,7 @@ func (st *signInState) save(answer map[string]any) error {
 	if !changed {
 		return nil
 	}
-	signInMeta(st.file.Rule.Format, doc, answer, time.Now())
+	signInMeta(st.file.Rule, doc, answer, time.Now())
 	b, err := encodeJSON(doc)
 	if err != nil {
 		return err
