@@ -144,7 +144,7 @@ func refreshName(r signInRule) string {
 type signInState struct {
 	file   SignInFile
 	key    SessionKey
-	mu     *sync.Mutex // the host file's: shared by the states of one file
+	mu     *sync.Mutex     // the host file's: shared by the states of one file
 	ord    map[string]int  // the last ordinal minted per secret name
 	minted map[string]bool // placeholders minted
 	// pending is the last answer to a sign-in made inside, with the real
