@@ -49,6 +49,10 @@ type signInToken struct {
 	// Type, in a keyed file, is the entry's "type" the token is taken
 	// from: an entry of another type holds no such token.
 	Type string
+	// Shaped, for a path ending in "**" (every string under the path
+	// before it, at any depth), takes only the values of a known
+	// credential shape.
+	Shaped bool
 }
 
 // SignInFile is an agent's sign-in file shown inside as a session copy

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,7 +47,7 @@ func copySignInFile(key SessionKey, sf SignInFile) ([]proxy.Secret, []signInRule
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the sign-in file %s: %w; make it readable or remove it", sf.Host, err)
 	}
-	doc, err := decodeJSONObject(raw)
+	doc, err := decodeJSONObject(signInJSON(sf.Rule.Format, raw))
 	if err != nil {
 		return nil, nil, fmt.Errorf("the sign-in file %s is not a JSON object (%v); sign in again or remove it", sf.Host, err)
 	}
@@ -181,7 +182,7 @@ func (st *signInState) save(answer map[string]any) error {
 	}
 	doc := map[string]any{}
 	if len(raw) > 0 {
-		if doc, err = decodeJSONObject(raw); err != nil {
+		if doc, err = decodeJSONObject(signInJSON(st.file.Rule.Format, raw)); err != nil {
 			return fmt.Errorf("%s is no longer a JSON object: %w", st.file.Host, err)
 		}
 	}
@@ -265,21 +266,26 @@ func encodeJSON(v any) ([]byte, error) {
 
 // lookupString returns the string at path in doc.
 func lookupString(doc map[string]any, path []string) (string, bool) {
-	var cur any = doc
-	for _, k := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false
-		}
-		cur = m[k]
-	}
+	cur, _ := jsonAt(doc, path)
 	s, ok := cur.(string)
 	return s, ok
 }
 
 // setString sets the string at path in doc, making the objects on the
-// way.
+// way; where the path's parent is an array, the last key is an index in
+// it.
 func setString(doc map[string]any, path []string, v string) {
+	last := path[len(path)-1]
+	switch parent, _ := jsonAt(doc, path[:len(path)-1]); p := parent.(type) {
+	case []any:
+		if i, err := strconv.Atoi(last); err == nil && i >= 0 && i < len(p) {
+			p[i] = v
+		}
+		return
+	case map[string]any:
+		p[last] = v
+		return
+	}
 	m := doc
 	for _, k := range path[:len(path)-1] {
 		next, ok := m[k].(map[string]any)
@@ -289,7 +295,7 @@ func setString(doc map[string]any, path []string, v string) {
 		}
 		m = next
 	}
-	m[path[len(path)-1]] = v
+	m[last] = v
 }
 
 // placeholderShaped reports whether v is made only of the bytes of a

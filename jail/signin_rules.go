@@ -102,7 +102,38 @@ var signInRules = []signInRule{{
 		{Path: []string{"*", "refresh"}, Type: "oauth", Field: "refresh_token", Name: "PI_AUTH_REFRESH"},
 	},
 	Providers: piProviders,
+}, {
+	// Amp (@ampcode/cli's compiled binary, its file secrets storage, the
+	// default) keeps {"NAME@URL": "value"} in ~/.local/share/amp/secrets.json,
+	// "apiKey@https://ampcode.com/" the key it sends as "Authorization:
+	// Bearer" to that URL; no refresh. A secret for another name or URL is
+	// bound nowhere.
+	Profile: "amp", Rel: ".local/share/amp/secrets.json", Format: "amp",
+	Tokens:    []signInToken{{Path: []string{"*"}, Name: "AMP_SECRET"}},
+	Providers: map[string]signInProvider{ampAPIKey: {Hosts: []string{"ampcode.com"}, Inject: []string{"header:Authorization"}}},
+}, {
+	// GitHub Copilot CLI keeps, where no keychain is reachable (never
+	// inside the jail), its GitHub token in plain text in
+	// ~/.copilot/config.json, JSON with comments, under copilotTokens
+	// (its native runtime, prebuilds/…/runtime.node, names the key; the
+	// layout under it is its code's alone): every string under that key,
+	// and every value of a known credential shape anywhere in the file,
+	// becomes a placeholder sent to the GitHub and Copilot APIs only, where
+	// the CLI sends its token as Authorization. No refresh: the token is a
+	// GitHub OAuth token.
+	Profile: "copilot", Rel: ".copilot/config.json", Format: "copilot",
+	Tokens: []signInToken{
+		{Path: []string{"copilotTokens", "**"}, Name: "COPILOT_CONFIG_TOKEN", Hosts: copilotHosts, Inject: []string{"header:Authorization"}},
+		{Path: []string{"**"}, Shaped: true, Name: "COPILOT_CONFIG_SECRET", Hosts: copilotHosts, Inject: []string{"header:Authorization"}},
+	},
 }}
+
+// copilotHosts are where Copilot CLI sends its GitHub token.
+var copilotHosts = []string{"api.github.com", "*.githubcopilot.com"}
+
+// ampAPIKey is the key of Amp's API key for its default server in its
+// secrets file.
+const ampAPIKey = "apiKey@https://ampcode.com/"
 
 // apiKeyProviders are the API hosts of the providers OpenCode and Pi
 // both know by the same id, and the header their SDKs send the key in:

@@ -97,3 +97,59 @@ func TestCopySignInFilePi(t *testing.T) {
 		t.Errorf("the host file after the refresh: %s", host)
 	}
 }
+
+const storeGitHub = "gho_realCopilotTokenRealCopilotToken0123"
+
+// Copilot's config.json is JSON with comments ("//" inside a string is
+// not one); every string under copilotTokens, whatever its layout, and a
+// GitHub token anywhere else become placeholders; the other settings are
+// kept.
+func TestCopySignInFileCopilot(t *testing.T) {
+	sf, key := signInFixture(t, "// User settings belong in settings.json.\n/* managed\n automatically */\n{\n"+
+		`  "firstLaunchAt": "2026-01-01T00:00:00.000Z", "url": "https://github.com//x",`+"\n"+
+		`  "copilotTokens": {"https://github.com:octo": "`+storeGitHub+`", "list": [{"t": "opaqueTokenOfUnknownShape0123456789"}]},`+"\n"+
+		`  "loggedInUsers": [{"host": "https://github.com", "login": "octo", "token": "ghu_realUserToServerTokenReal0123456789"}]`+"\n}\n")
+	sf.Rule = ruleFor(t, "copilot")
+	secrets, _, err := copySignInFile(key, sf)
+	if err != nil || len(secrets) != 3 {
+		t.Fatalf("copySignInFile: %v %v", secrets, err)
+	}
+	b, _ := os.ReadFile(sf.Copy)
+	for _, real := range []string{storeGitHub, "opaqueTokenOfUnknownShape0123456789", "ghu_realUserToServerTokenReal0123456789"} {
+		if strings.Contains(string(b), real) {
+			t.Errorf("the copy holds %s: %s", real, b)
+		}
+	}
+	if !strings.Contains(string(b), `"https://github.com//x"`) || !strings.Contains(string(b), `"login":"octo"`) || !strings.Contains(string(b), `"gho_jail`) {
+		t.Errorf("the copy: %s", b)
+	}
+	for _, s := range secrets {
+		if !slices.Equal(s.Hosts, copilotHosts) || strings.Contains(s.Value, "jail") {
+			t.Errorf("secret %s: %+v", s.Name, s)
+		}
+	}
+}
+
+// Amp's secrets file: its default server's API key is bound to
+// ampcode.com, a secret for another server to nowhere.
+func TestCopySignInFileAmp(t *testing.T) {
+	sf, key := signInFixture(t, `{"apiKey@https://ampcode.com/":"sgamp_user_realAmpKey0123456789","apiKey@https://amp.evil.example/":"sgamp_user_otherKey0123456789"}`)
+	sf.Rule = ruleFor(t, "amp")
+	secrets, _, err := copySignInFile(key, sf)
+	if err != nil || len(secrets) != 2 {
+		t.Fatalf("copySignInFile: %v %v", secrets, err)
+	}
+	b, _ := os.ReadFile(sf.Copy)
+	if strings.Contains(string(b), "realAmpKey") || strings.Contains(string(b), "otherKey") {
+		t.Errorf("the copy: %s", b)
+	}
+	for _, s := range secrets {
+		want := []string(nil)
+		if s.Value == "sgamp_user_realAmpKey0123456789" {
+			want = []string{"ampcode.com"}
+		}
+		if !slices.Equal(s.Hosts, want) {
+			t.Errorf("secret %s goes to %v, want %v", s.Name, s.Hosts, want)
+		}
+	}
+}
