@@ -26,6 +26,9 @@ type signInRule struct {
 	Providers map[string]signInProvider
 	// Key is, in a rule expanded for one key of a keyed file, that key.
 	Key string
+	// Missing is what a missing file is held as in a session view: its
+	// content, for a CLI that cannot read an empty file (empty by default).
+	Missing string
 }
 
 // signInProvider is where one provider of a keyed sign-in file takes its
@@ -98,6 +101,9 @@ func planSignIn(p *Plan, home, sessionDir, stateDir string, where func(path stri
 		}
 		if vs, ok := view(filepath.Dir(path)); ok {
 			v := planSignInView(p, stateDir, path, spot.Exists, vs)
+			if !spot.Exists && rule.Missing != "" {
+				v.holdAs(filepath.Base(path), rule.Missing)
+			}
 			if spot.Exists {
 				p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: filepath.Join(v.Dir, filepath.Base(path)), Rule: rule})
 			}

@@ -108,7 +108,8 @@ var signInRules = []signInRule{{
 	// "apiKey@https://ampcode.com/" the key it sends as "Authorization:
 	// Bearer" to that URL; no refresh. A secret for another name or URL is
 	// bound nowhere.
-	Profile: "amp", Rel: ".local/share/amp/secrets.json", Format: "amp",
+	// Amp reads a missing file as {} and fails on an empty one.
+	Profile: "amp", Rel: ".local/share/amp/secrets.json", Format: "amp", Missing: "{}\n",
 	Tokens:    []signInToken{{Path: []string{"*"}, Name: "AMP_SECRET"}},
 	Providers: map[string]signInProvider{ampAPIKey: {Hosts: []string{"ampcode.com"}, Inject: []string{"header:Authorization"}}},
 }, {

@@ -42,9 +42,11 @@ type SignInView struct {
 	Dir      string // the session directory on the host, bound at Path
 	Writable bool
 	// SignIn are the names of the sign-in files copied into Dir; Held
-	// those missing on the host, held empty and read-only. Neither is
-	// ever bound from the host nor moved back.
+	// those missing on the host, held empty and read-only (or with the
+	// content HeldAs gives them). Neither is ever bound from the host nor
+	// moved back.
 	SignIn, Held []string
+	HeldAs       map[string]string `json:",omitempty"`
 	// ReadOnly are the names bound read-only whatever Writable says;
 	// Hidden those masked, whose stub is left unbound. Neither is moved
 	// back.
@@ -95,6 +97,14 @@ func planSignInView(p *Plan, stateDir, path string, exists bool, spot viewSpot) 
 		}
 	}
 	return v
+}
+
+// holdAs makes the held file name hold content.
+func (v *SignInView) holdAs(name, content string) {
+	if v.HeldAs == nil {
+		v.HeldAs = map[string]string{}
+	}
+	v.HeldAs[name] = content
 }
 
 // why is the view's line in jail plan.

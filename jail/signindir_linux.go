@@ -138,6 +138,11 @@ func makeView(v SignInView) ([]Op, map[string]viewEntry, error) {
 		if err := makeFile(stub, "", made); err != nil {
 			return nil, made, fmt.Errorf("preparing the jail's view of %s: %w", v.Host, err)
 		}
+		if c := v.HeldAs[name]; c != "" {
+			if err := os.WriteFile(stub, []byte(c), 0o600); err != nil {
+				return nil, made, fmt.Errorf("preparing the jail's view of %s: %w", v.Host, err)
+			}
+		}
 		ops = append(ops, Op{Kind: "ro-bind", Src: stub, Dest: filepath.Join(v.Path, name)})
 	}
 	return ops, made, nil

@@ -351,3 +351,21 @@ func TestSignInStoresAmpSession(t *testing.T) {
 		}
 	})
 }
+
+// TestSignInStoresAmpMissing: with no secrets.json on the host, the jail
+// sees {} (Amp fails on an empty file) held read-only: a key written
+// there from inside never becomes the host's, where Amp run later would
+// send it along.
+func TestSignInStoresAmpMissing(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		r := s.Jail("--profile", "amp", "--", "sh", "-c", `f=~/.local/share/amp/secrets.json
+echo "@@HELD $(cat "$f")"
+echo '{"apiKey@https://ampcode.com/":"planted-by-the-jail"}' > "$f" || echo "@@REFUSED"`)
+		if afterMark(r.Stdout, "@@HELD ") != "{}" || !strings.Contains(r.Stdout, "@@REFUSED") {
+			t.Errorf("inside, a missing secrets.json: want {} held read-only:\n%s", r)
+		}
+		hostAbsent(t, filepath.Join(s.Home, ".local/share/amp/secrets.json"))
+	})
+}
