@@ -369,3 +369,42 @@ echo '{"apiKey@https://ampcode.com/":"planted-by-the-jail"}' > "$f" || echo "@@R
 		hostAbsent(t, filepath.Join(s.Home, ".local/share/amp/secrets.json"))
 	})
 }
+
+// TestSignInStoresSharedEndpoint: Claude Code and Pi both sign in to
+// Anthropic, whose token endpoint is the same URL. Run under both
+// profiles, a refresh with Pi's refresh token placeholder (curl, as Pi
+// sends it: JSON to platform.claude.com/v1/oauth/token) gets the real
+// refresh token sent, answers new placeholders only, and saves the new
+// real tokens into Pi's auth.json, not into Claude Code's file, which
+// stays as it was.
+func TestSignInStoresSharedEndpoint(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		k, claude := newSignInTokens(), newSignInTokens()
+		mock := newSignInMock(t, signInPKI, oauthTokenMock(k))
+		trustCA(t, s, signInPKI.get(t), "shared-endpoint-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{"allow": []string{signInTokenHost}, "hosts": map[string]string{signInTokenHost: mock.addr}}})
+		claudeFile := filepath.Join(s.Home, ".claude/.credentials.json")
+		claudeBefore := claudeCredentials(claude.Access, claude.Refresh, time.Now().Add(time.Hour).UnixMilli())
+		s.WriteFile(claudeFile, claudeBefore, 0o600)
+		piFile := filepath.Join(s.Home, ".pi/agent/auth.json")
+		s.WriteFile(piFile, fmt.Sprintf(`{"anthropic":{"type":"oauth","refresh":%q,"access":%q,"expires":1}}`, k.Refresh, k.Access), 0o600)
+		r := s.Jail("--profile", "claude,pi", "--", "sh", "-c", `
+rt=$(grep -o '"refresh":"[^"]*"' ~/.pi/agent/auth.json | cut -d'"' -f4)
+echo "@@ANSWER $(curl -s -H 'Content-Type: application/json' https://`+signInTokenHost+`/v1/oauth/token -d "{\"grant_type\":\"refresh_token\",\"refresh_token\":\"$rt\",\"client_id\":\"pi\"}")"`)
+		k.noReal(t, "the jail's output", r.Stdout+r.Stderr)
+		var answer map[string]any
+		if err := json.Unmarshal([]byte(afterMark(r.Stdout, "@@ANSWER ")), &answer); err != nil ||
+			!strings.HasPrefix(jsonAt(answer, "access_token"), "sk-ant-oat01-jail") || !strings.HasPrefix(jsonAt(answer, "refresh_token"), "sk-ant-ort01-jail") {
+			t.Fatalf("the refresh inside: want new placeholders (%v):\n%s\nthe mock saw %v", err, r, mock.requests())
+		}
+		doc, raw := hostJSON(t, piFile)
+		if jsonAt(doc, "anthropic", "access") != k.NewAccess || jsonAt(doc, "anthropic", "refresh") != k.NewRefresh {
+			t.Errorf("Pi's auth.json after the refresh, want the new real tokens: %s", raw)
+		}
+		if after, _ := os.ReadFile(claudeFile); string(after) != claudeBefore {
+			t.Errorf("Claude Code's credentials changed by Pi's refresh: %s", after)
+		}
+	})
+}
