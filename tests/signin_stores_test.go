@@ -408,3 +408,53 @@ echo "@@ANSWER $(curl -s -H 'Content-Type: application/json' https://`+signInTok
 		}
 	})
 }
+
+// storesOpenAIPKI is a CA and a leaf for OpenAI's sign-in host.
+var storesOpenAIPKI = &lazyPKI{what: "OpenAI sign-in PKI (stores)", caName: "jail credential stores OpenAI CA", names: []string{"auth.openai.com"}}
+
+// TestSignInStoresOpenCodeRefresh: OpenCode's ChatGPT sign-in in its
+// auth.json ("openai", type oauth) refreshes as OpenCode does (a form
+// POST of grant_type, refresh_token and client_id to
+// auth.openai.com/oauth/token, read from its binary's refresh function):
+// the endpoint gets the real refresh token, the jail gets new
+// placeholders only, and the host file gets the new real tokens and a
+// new expiry (now + expires_in), its other fields and providers kept.
+func TestSignInStoresOpenCodeRefresh(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		real := realTokens{"access": "oc-access-" + uniq() + uniq(), "refresh": "oc-refresh-" + uniq() + uniq(),
+			"new access": "oc-new-access-" + uniq() + uniq(), "new refresh": "oc-new-refresh-" + uniq() + uniq()}
+		mock := newSignInMock(t, storesOpenAIPKI, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			w.Header().Set("Content-Type", "application/json")
+			if r.URL.Path != "/oauth/token" || !strings.Contains(string(body), "refresh_token="+real["refresh"]) {
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintln(w, `{"error":"invalid_grant"}`)
+				return
+			}
+			writeJSON(w, map[string]any{"access_token": real["new access"], "refresh_token": real["new refresh"], "expires_in": 864000})
+		})
+		trustCA(t, s, storesOpenAIPKI.get(t), "opencode-refresh-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{"allow": []string{"auth.openai.com"}, "hosts": map[string]string{"auth.openai.com": mock.addr}}})
+		host := filepath.Join(s.Home, ".local/share/opencode/auth.json")
+		s.WriteFile(host, fmt.Sprintf(`{"openai":{"type":"oauth","refresh":%q,"access":%q,"expires":1,"accountId":"acct-1"},"anthropic":{"type":"api","key":"sk-ant-api03-keptKeptKeptKeptKeptKept0123"}}`,
+			real["refresh"], real["access"]), 0o600)
+		r := s.Jail("--profile", "opencode", "--", "sh", "-c", `
+rt=$(grep -o '"refresh":"[^"]*"' ~/.local/share/opencode/auth.json | cut -d'"' -f4)
+echo "@@ANSWER $(curl -s https://auth.openai.com/oauth/token -d grant_type=refresh_token -d "refresh_token=$rt" -d client_id=app_test)"`)
+		real.noReal(t, "the jail's output", r.Stdout+r.Stderr)
+		var answer map[string]any
+		if err := json.Unmarshal([]byte(afterMark(r.Stdout, "@@ANSWER ")), &answer); err != nil ||
+			!strings.HasPrefix(jsonAt(answer, "access_token"), "jail-secret-OPENCODE_AUTH_ACCESS_OPENAI-") {
+			t.Fatalf("the refresh inside: want new placeholders (%v):\n%s\nthe mock saw %v", err, r, mock.requests())
+		}
+		doc, raw := hostJSON(t, host)
+		expires, _ := doc["openai"].(map[string]any)["expires"].(float64)
+		if jsonAt(doc, "openai", "access") != real["new access"] || jsonAt(doc, "openai", "refresh") != real["new refresh"] ||
+			jsonAt(doc, "openai", "accountId") != "acct-1" || jsonAt(doc, "anthropic", "key") != "sk-ant-api03-keptKeptKeptKeptKeptKept0123" ||
+			expires < float64(time.Now().Add(239*time.Hour).UnixMilli()) {
+			t.Errorf("the host's auth.json after the refresh: want the new real tokens, a new expiry, the rest kept: %s", raw)
+		}
+		checkFileMode(t, host)
+	})
+}
