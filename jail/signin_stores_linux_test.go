@@ -153,3 +153,28 @@ func TestCopySignInFileAmp(t *testing.T) {
 		}
 	}
 }
+
+// Comments go, strings that look like them stay; an unterminated block
+// comment runs to the end.
+func TestStripJSONC(t *testing.T) {
+	in := "// a\n{\"u\": \"http://x/*y*/\", /* b\n c */ \"q\": \"\\\"//\"} /* open"
+	var m map[string]string
+	if err := json.Unmarshal(stripJSONC([]byte(in)), &m); err != nil || m["u"] != "http://x/*y*/" || m["q"] != `"//` {
+		t.Errorf("stripJSONC: %q %v %v", stripJSONC([]byte(in)), m, err)
+	}
+}
+
+// A keyed file's refresh sets the provider's expires from expires_in,
+// an hour when the answer has none (OpenCode's default).
+func TestKeyedTokenMeta(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	doc := map[string]any{"openai": map[string]any{"expires": json.Number("1")}}
+	signInMeta(signInRule{Format: "opencode", Key: "openai"}, doc, map[string]any{}, now)
+	if got := doc["openai"].(map[string]any)["expires"]; got != json.Number("1800003600000") {
+		t.Errorf("expires without expires_in: %v", got)
+	}
+	signInMeta(signInRule{Format: "pi", Key: "openai"}, doc, map[string]any{"expires_in": json.Number("60")}, now)
+	if got := doc["openai"].(map[string]any)["expires"]; got != json.Number("1800000060000") {
+		t.Errorf("expires: %v", got)
+	}
+}
