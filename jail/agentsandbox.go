@@ -18,15 +18,15 @@ import (
 // agentSandboxes are the agents agentSandbox may name, with what jail does
 // about each one's sandbox.
 var agentSandboxes = map[string]agentSandboxer{
-	"codex":  {summary: codexSummary, plan: planCodexSandbox},
-	"gemini": {summary: geminiSummary, plan: planGeminiSandbox},
+	"codex":   {summary: codexSummary, plan: planCodexSandbox},
+	"gemini":  {summary: geminiSummary, plan: planGeminiSandbox},
 	"claude":  {summary: claudeSummary, plan: planClaudeSandbox},
 	"copilot": {summary: copilotSummary, plan: planCopilotSandbox},
 }
 
 const (
-	codexSummary  = "codex relies on the jail (sandbox_mode=danger-full-access)"
-	geminiSummary = "gemini relies on the jail (GEMINI_SANDBOX=false)"
+	codexSummary   = "codex relies on the jail (sandbox_mode=danger-full-access)"
+	geminiSummary  = "gemini relies on the jail (GEMINI_SANDBOX=false)"
 	claudeSummary  = "claude relies on the jail (--settings sandbox.enabled=false)"
 	copilotSummary = "copilot relies on the jail (--no-sandbox)"
 )

@@ -19,6 +19,27 @@ type signInRule struct {
 	// Endpoint is the provider's token endpoint (host and path), where a
 	// refresh token is sent and new tokens come from.
 	EndpointHost, EndpointPath string
+	// Providers makes the file one keyed by provider id: a token's path
+	// starting with "*" stands for that path under every key, and the
+	// key's entry here says where its tokens go (see expandSignInRule).
+	// A key missing here gets placeholders bound nowhere.
+	Providers map[string]signInProvider
+	// Key is, in a rule expanded for one key of a keyed file, that key.
+	Key string
+	// Missing is what a missing file is held as in a session view: its
+	// content, for a CLI that cannot read an empty file (empty by default).
+	Missing string
+}
+
+// signInProvider is where one provider of a keyed sign-in file takes its
+// tokens: its API key and access token to Hosts at Inject, its refresh
+// token to its token endpoint, if it has one.
+type signInProvider struct {
+	Hosts, Inject []string // the API key's
+	// AccessHosts and AccessInject are the OAuth access token's; nil
+	// takes Hosts and Inject.
+	AccessHosts, AccessInject  []string
+	EndpointHost, EndpointPath string
 }
 
 // signInToken is one token of a sign-in file.
@@ -28,6 +49,13 @@ type signInToken struct {
 	Name   string   // the secret's name
 	Hosts  []string // where the real value is injected
 	Inject []string // where in a request to Hosts
+	// Type, in a keyed file, is the entry's "type" the token is taken
+	// from: an entry of another type holds no such token.
+	Type string
+	// Shaped, for a path ending in "**" (every string under the path
+	// before it, at any depth), takes only the values of a known
+	// credential shape.
+	Shaped bool
 }
 
 // SignInFile is an agent's sign-in file shown inside as a session copy
@@ -45,6 +73,9 @@ type SignInFile struct {
 	// may keep it after exit (with the person's yes).
 	Missing, Keep bool
 	Rule          signInRule
+	// rules are the rules the file's tokens were taken by, once its copy
+	// is written: Rule's expansion for the file (expandSignInRule).
+	rules []signInRule
 }
 
 // signInSpot is where a sign-in file stands for the plan.
@@ -74,6 +105,9 @@ func planSignIn(p *Plan, home, sessionDir, stateDir string, where func(path stri
 		}
 		if vs, ok := view(filepath.Dir(path)); ok {
 			v := planSignInView(p, stateDir, path, spot.Exists, vs)
+			if !spot.Exists && rule.Missing != "" {
+				v.holdAs(filepath.Base(path), rule.Missing)
+			}
 			p.SignIn = append(p.SignIn, SignInFile{Path: path, Host: spot.Host, Copy: filepath.Join(v.Dir, filepath.Base(path)),
 				Missing: !spot.Exists, Keep: true, Rule: rule})
 			continue

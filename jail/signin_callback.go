@@ -31,7 +31,7 @@ type signInCallback struct {
 var signInCallbacks = []signInCallback{
 	{agent: "codex", pkg: "@openai/codex", command: "login",
 		valueFlags: []string{"-c", "--config", "-m", "--model", "-p", "--profile", "-C", "--cd", "-s", "--sandbox", "-a", "--ask-for-approval", "-i", "--image", "--enable", "--disable", "--remote"},
-		otherWays: []string{"--device-auth", "--with-api-key", "--with-access-token", "--api-key"}, port: 1455},
+		otherWays:  []string{"--device-auth", "--with-api-key", "--with-access-token", "--api-key"}, port: 1455},
 }
 
 // planSignInCallback publishes the callback port of a browser sign-in the

@@ -55,12 +55,12 @@ func TestSignInPlaceholderShapes(t *testing.T) {
 func TestSignInMetaSave(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	doc := map[string]any{"refresh_token": "r", "expiry_date": json.Number("1")}
-	signInMeta("gemini", doc, map[string]any{"expires_in": json.Number("3599"), "scope": "a b", "token_type": "Bearer"}, now)
+	signInMeta(signInRule{Format: "gemini"}, doc, map[string]any{"expires_in": json.Number("3599"), "scope": "a b", "token_type": "Bearer"}, now)
 	if doc["expiry_date"] != json.Number("1800003599000") || doc["scope"] != "a b" || doc["token_type"] != "Bearer" || doc["refresh_token"] != "r" {
 		t.Errorf("gemini meta: %v", doc)
 	}
 	doc = map[string]any{"last_refresh": "2020-01-01T00:00:00Z", "OPENAI_API_KEY": nil}
-	signInMeta("codex", doc, map[string]any{"access_token": "x"}, now)
+	signInMeta(signInRule{Format: "codex"}, doc, map[string]any{"access_token": "x"}, now)
 	if doc["last_refresh"] != "2027-01-15T08:00:00Z" {
 		t.Errorf("codex last_refresh: %v", doc["last_refresh"])
 	}
@@ -79,7 +79,7 @@ func TestSignInCodexSave(t *testing.T) {
 	os.WriteFile(host, []byte(`{"OPENAI_API_KEY":null,"tokens":{"id_token":"`+signInJWT(`{"email":"a@example.test"}`)+`","access_token":"`+access+`","refresh_token":"`+refresh+`","account_id":"acc-1"},"last_refresh":"2020-01-01T00:00:00Z"}`), 0o600)
 	sf := SignInFile{Path: host, Host: host, Copy: filepath.Join(dir, "run", "s", "signin-0.json"), Rule: ruleFor(t, "codex")}
 	key := SessionKey("k")
-	secrets, err := copySignInFile(key, sf)
+	secrets, _, err := copySignInFile(key, sf)
 	if err != nil || len(secrets) != 3 {
 		t.Fatalf("copySignInFile: %v %v", secrets, err)
 	}
@@ -115,7 +115,7 @@ func TestSignInCodexAPIKey(t *testing.T) {
 	key := "sk-proj-realKeyFromTheSignIn0123456789abcdefABCDEF"
 	os.WriteFile(host, []byte(`{"OPENAI_API_KEY":"`+key+`","tokens":{"refresh_token":"rt_real0123456789"}}`), 0o600)
 	sf := SignInFile{Path: host, Host: host, Copy: filepath.Join(dir, "run", "s", "signin-0.json"), Rule: ruleFor(t, "codex")}
-	secrets, err := copySignInFile(SessionKey("k"), sf)
+	secrets, _, err := copySignInFile(SessionKey("k"), sf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,62 +24,70 @@ const maxSignInFile = 1 << 20
 // replaced by placeholders, and returns the tokens as secrets.
 func prepareSignIn(plan *Plan) ([]proxy.Secret, error) {
 	var out []proxy.Secret
-	for _, sf := range plan.SignIn {
+	for i, sf := range plan.SignIn {
 		if sf.Missing {
 			continue
 		}
-		secrets, err := copySignInFile(plan.SecretKey, sf)
+		secrets, rules, err := copySignInFile(plan.SecretKey, sf)
 		if err != nil {
 			return nil, err
 		}
+		plan.SignIn[i].rules = rules
 		out = append(out, secrets...)
 	}
 	return out, nil
 }
 
-func copySignInFile(key SessionKey, sf SignInFile) ([]proxy.Secret, error) {
+// copySignInFile writes sf's session copy and returns its secrets and
+// the rules its tokens were taken by (expandSignInRule).
+func copySignInFile(key SessionKey, sf SignInFile) ([]proxy.Secret, []signInRule, error) {
 	for _, d := range []string{filepath.Dir(filepath.Dir(sf.Copy)), filepath.Dir(sf.Copy)} {
 		if err := ensurePrivateDir(d); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	raw, err := readBounded(sf.Host, maxSignInFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading the sign-in file %s: %w; make it readable or remove it", sf.Host, err)
+		return nil, nil, fmt.Errorf("reading the sign-in file %s: %w; make it readable or remove it", sf.Host, err)
 	}
-	doc, err := decodeJSONObject(raw)
+	doc, err := decodeJSONObject(signInJSON(sf.Rule.Format, raw))
 	if err != nil {
-		return nil, fmt.Errorf("the sign-in file %s is not a JSON object (%v); sign in again or remove it", sf.Host, err)
+		return nil, nil, fmt.Errorf("the sign-in file %s is not a JSON object (%v); sign in again or remove it", sf.Host, err)
 	}
+	rules := expandSignInRule(sf.Rule, doc)
 	var out []proxy.Secret
-	for _, tok := range sf.Rule.Tokens {
-		v, _ := lookupString(doc, tok.Path)
-		if v == "" {
-			continue
+	for _, r := range rules {
+		for _, tok := range r.Tokens {
+			v, _ := lookupString(doc, tok.Path)
+			if v == "" || !signInSecret(r.Format, v) {
+				continue
+			}
+			ph := signInPlaceholder(key, r, tok.Name, v, 0)
+			setString(doc, tok.Path, ph)
+			out = append(out, proxy.Secret{Name: tok.Name, Placeholder: ph, Value: v, Hosts: tok.Hosts, Inject: tok.Inject, Paths: tokenPaths(r, tok)})
 		}
-		ph := signInPlaceholder(key, sf.Rule, tok.Name, v, 0)
-		setString(doc, tok.Path, ph)
-		out = append(out, proxy.Secret{Name: tok.Name, Placeholder: ph, Value: v, Hosts: tok.Hosts, Inject: tok.Inject, Paths: tokenPaths(sf.Rule, tok)})
 	}
 	copy, err := encodeJSON(doc)
 	if err != nil {
-		return nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
+		return nil, nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
 	}
 	for _, s := range out {
 		if bytes.Contains(copy, []byte(s.Value)) { // the same token under another key
-			return nil, fmt.Errorf("the sign-in file %s holds its %s outside %s too; sign in again to rewrite it", sf.Host, s.Name, strings.Join(tokenPath(sf.Rule, s.Name), "."))
+			return nil, nil, fmt.Errorf("the sign-in file %s holds its %s outside %s too; sign in again to rewrite it", sf.Host, s.Name, strings.Join(tokenPath(rules, s.Name), "."))
 		}
 	}
 	if err := os.WriteFile(sf.Copy, copy, 0o600); err != nil {
-		return nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
+		return nil, nil, fmt.Errorf("writing the session copy of %s: %w", sf.Host, err)
 	}
-	return out, nil
+	return out, rules, nil
 }
 
-func tokenPath(r signInRule, name string) []string {
-	for _, t := range r.Tokens {
-		if t.Name == name {
-			return t.Path
+func tokenPath(rules []signInRule, name string) []string {
+	for _, r := range rules {
+		for _, t := range r.Tokens {
+			if t.Name == name {
+				return t.Path
+			}
 		}
 	}
 	return nil
@@ -91,17 +100,22 @@ func signInEndpoints(plan *Plan) ([]proxy.TokenEndpoint, []*signInState) {
 	var out []proxy.TokenEndpoint
 	var states []*signInState
 	for _, sf := range plan.SignIn {
-		st := &signInState{file: sf, key: plan.SecretKey, ord: map[string]int{}, minted: map[string]bool{}}
-		states = append(states, st)
-		tokens := map[string]proxy.TokenSecret{}
-		for _, t := range sf.Rule.Tokens {
-			if t.Field == "" { // no token answer carries it
+		rules := sf.rules
+		if rules == nil {
+			rules = []signInRule{sf.Rule}
+		}
+		mu := &sync.Mutex{} // one host file, written by each rule's state
+		for _, r := range rules {
+			if r.EndpointHost == "" { // a keyed file's provider without OAuth
 				continue
 			}
-			tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject, Paths: tokenPaths(sf.Rule, t)}
+			f := sf
+			f.Rule = r
+			st := &signInState{file: f, key: plan.SecretKey, mu: mu, ord: map[string]int{}, minted: map[string]bool{}}
+			states = append(states, st)
+			out = append(out, proxy.TokenEndpoint{Host: r.EndpointHost, Path: r.EndpointPath,
+				Tokens: answerTokens(r), Carrying: refreshName(r), Mint: st.mint, Save: st.save, Login: st.login})
 		}
-		out = append(out, proxy.TokenEndpoint{Host: sf.Rule.EndpointHost, Path: sf.Rule.EndpointPath,
-			Tokens: tokens, Carrying: refreshName(sf.Rule), Mint: st.mint, Save: st.save, Login: st.login})
 	}
 	return out, states
 }
@@ -113,6 +127,19 @@ func tokenPaths(r signInRule, t signInToken) []string {
 		return []string{r.EndpointPath}
 	}
 	return nil
+}
+
+// answerTokens maps the token answer fields of r's tokens to their
+// secrets.
+func answerTokens(r signInRule) map[string]proxy.TokenSecret {
+	tokens := map[string]proxy.TokenSecret{}
+	for _, t := range r.Tokens {
+		if t.Field == "" { // no token answer carries it
+			continue
+		}
+		tokens[t.Field] = proxy.TokenSecret{Name: t.Name, Hosts: t.Hosts, Inject: t.Inject, Paths: tokenPaths(r, t)}
+	}
+	return tokens
 }
 
 // refreshName is the name of the secret of a rule's refresh token: the
@@ -130,7 +157,7 @@ func refreshName(r signInRule) string {
 type signInState struct {
 	file   SignInFile
 	key    SessionKey
-	mu     sync.Mutex
+	mu     *sync.Mutex     // the host file's: shared by the states of one file
 	ord    map[string]int  // the last ordinal minted per secret name
 	minted map[string]bool // placeholders minted
 	// pending is the last answer to a sign-in made inside, with the real
@@ -167,7 +194,7 @@ func (st *signInState) save(answer map[string]any) error {
 	}
 	doc := map[string]any{}
 	if len(raw) > 0 {
-		if doc, err = decodeJSONObject(raw); err != nil {
+		if doc, err = decodeJSONObject(signInJSON(st.file.Rule.Format, raw)); err != nil {
 			return fmt.Errorf("%s is no longer a JSON object: %w", st.file.Host, err)
 		}
 	}
@@ -186,7 +213,7 @@ func (st *signInState) save(answer map[string]any) error {
 	if !changed {
 		return nil
 	}
-	signInMeta(st.file.Rule.Format, doc, answer, time.Now())
+	signInMeta(st.file.Rule, doc, answer, time.Now())
 	b, err := encodeJSON(doc)
 	if err != nil {
 		return err
@@ -251,21 +278,26 @@ func encodeJSON(v any) ([]byte, error) {
 
 // lookupString returns the string at path in doc.
 func lookupString(doc map[string]any, path []string) (string, bool) {
-	var cur any = doc
-	for _, k := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false
-		}
-		cur = m[k]
-	}
+	cur, _ := jsonAt(doc, path)
 	s, ok := cur.(string)
 	return s, ok
 }
 
 // setString sets the string at path in doc, making the objects on the
-// way.
+// way; where the path's parent is an array, the last key is an index in
+// it.
 func setString(doc map[string]any, path []string, v string) {
+	last := path[len(path)-1]
+	switch parent, _ := jsonAt(doc, path[:len(path)-1]); p := parent.(type) {
+	case []any:
+		if i, err := strconv.Atoi(last); err == nil && i >= 0 && i < len(p) {
+			p[i] = v
+		}
+		return
+	case map[string]any:
+		p[last] = v
+		return
+	}
 	m := doc
 	for _, k := range path[:len(path)-1] {
 		next, ok := m[k].(map[string]any)
@@ -275,7 +307,7 @@ func setString(doc map[string]any, path []string, v string) {
 		}
 		m = next
 	}
-	m[path[len(path)-1]] = v
+	m[last] = v
 }
 
 // placeholderShaped reports whether v is made only of the bytes of a

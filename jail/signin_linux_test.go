@@ -31,7 +31,7 @@ const (
 // stand for it) is refused rather than copied.
 func TestCopySignInFile(t *testing.T) {
 	sf, key := signInFixture(t, `{"claudeAiOauth":{"accessToken":"`+testAccess+`","refreshToken":"`+testRefresh+`","expiresAt":1,"subscriptionType":"max"},"other":{"n":12345678901234567890}}`)
-	secrets, err := copySignInFile(key, sf)
+	secrets, _, err := copySignInFile(key, sf)
 	if err != nil || len(secrets) != 2 {
 		t.Fatalf("copySignInFile: %v, %v", secrets, err)
 	}
@@ -41,11 +41,11 @@ func TestCopySignInFile(t *testing.T) {
 		t.Errorf("the session copy: %s", b)
 	}
 	sf2, _ := signInFixture(t, `{"claudeAiOauth":{"accessToken":"`+testAccess+`"},"backup":"`+testAccess+`"}`)
-	if _, err := copySignInFile(key, sf2); err == nil {
+	if _, _, err := copySignInFile(key, sf2); err == nil {
 		t.Errorf("a token copied under another key was not refused")
 	}
 	sf3, _ := signInFixture(t, `not json`)
-	if _, err := copySignInFile(key, sf3); err == nil {
+	if _, _, err := copySignInFile(key, sf3); err == nil {
 		t.Errorf("an invalid sign-in file was copied")
 	}
 }

@@ -42,10 +42,12 @@ type SignInView struct {
 	Dir      string // the session directory on the host, bound at Path
 	Writable bool
 	// SignIn are the names of the sign-in files copied into Dir; Held
-	// those missing on the host, missing in Dir too: one a sign-in inside
-	// writes there stays in the session. Neither is ever bound from the
+	// those missing on the host: missing in Dir too, so that what a
+	// sign-in inside writes there stays in the session, or held read-only
+	// with the content HeldAs gives them. Neither is ever bound from the
 	// host nor moved back.
 	SignIn, Held []string
+	HeldAs       map[string]string `json:",omitempty"`
 	// ReadOnly are the names bound read-only whatever Writable says;
 	// Hidden those masked, whose stub is left unbound. Neither is moved
 	// back.
@@ -96,6 +98,14 @@ func planSignInView(p *Plan, stateDir, path string, exists bool, spot viewSpot) 
 		}
 	}
 	return v
+}
+
+// holdAs makes the held file name hold content.
+func (v *SignInView) holdAs(name, content string) {
+	if v.HeldAs == nil {
+		v.HeldAs = map[string]string{}
+	}
+	v.HeldAs[name] = content
 }
 
 // why is the view's line in jail plan.

@@ -133,6 +133,20 @@ func makeView(v SignInView) ([]Op, map[string]viewEntry, error) {
 			ops = append(ops, op)
 		}
 	}
+	for _, name := range v.Held {
+		c, held := v.HeldAs[name]
+		if !held { // missing inside too: a sign-in made inside writes it there
+			continue
+		}
+		stub := filepath.Join(v.Dir, name)
+		if err := makeFile(stub, "", made); err != nil {
+			return nil, made, fmt.Errorf("preparing the jail's view of %s: %w", v.Host, err)
+		}
+		if err := os.WriteFile(stub, []byte(c), 0o600); err != nil {
+			return nil, made, fmt.Errorf("preparing the jail's view of %s: %w", v.Host, err)
+		}
+		ops = append(ops, Op{Kind: "ro-bind", Src: stub, Dest: filepath.Join(v.Path, name)})
+	}
 	return ops, made, nil
 }
 

@@ -75,18 +75,27 @@ type tokenState struct {
 // sec is the session's secrets as they are now (nil without any).
 func (s *Server) sec() *secrets { return s.secrets.Load() }
 
-// tokenEndpoint returns the endpoint a request to t at path is for.
-func (s *Server) tokenEndpoint(t *target, method, path string) *TokenEndpoint {
+// tokenEndpoint returns the endpoint a request to t at path is for: of
+// several at the same URL (one provider's sign-in kept by several CLIs),
+// the one whose Carrying secret was injected, else the first.
+func (s *Server) tokenEndpoint(t *target, method, path string, injected []string) *TokenEndpoint {
 	if method != http.MethodPost {
 		return nil
 	}
+	var first *TokenEndpoint
 	for i := range s.tokens.endpoints {
 		ep := &s.tokens.endpoints[i]
-		if e, err := parseEntry(ep.Host); err == nil && e.matches(t.norm, t.port) && path == ep.Path {
+		if e, err := parseEntry(ep.Host); err != nil || !e.matches(t.norm, t.port) || path != ep.Path {
+			continue
+		}
+		if ep.Carrying != "" && slices.Contains(injected, ep.Carrying) {
 			return ep
 		}
+		if first == nil {
+			first = ep
+		}
 	}
-	return nil
+	return first
 }
 
 // addSecrets makes add secrets of the session.
@@ -111,12 +120,16 @@ func (s *Server) addSecrets(add []Secret) error {
 // log, or "". An answer that cannot be read whole is not passed on: a
 // token in it would reach the client.
 func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, inj *injection) string {
-	ep := s.tokenEndpoint(t, req.Method, req.URL.Path)
+	var injected []string
+	if inj != nil {
+		injected = inj.names()
+	}
+	ep := s.tokenEndpoint(t, req.Method, req.URL.Path, injected)
 	if ep == nil || resp.StatusCode/100 != 2 {
 		return ""
 	}
 	save := ep.Save
-	if ep.Carrying != "" && (inj == nil || !slices.Contains(inj.names(), ep.Carrying)) {
+	if ep.Carrying != "" && !slices.Contains(injected, ep.Carrying) {
 		save = ep.Login
 	}
 	body, err := readAnswer(resp)
