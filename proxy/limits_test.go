@@ -504,8 +504,12 @@ func TestUpgradedIdle(t *testing.T) {
 	}
 	rw := resp.Body.(io.ReadWriteCloser)
 	defer rw.Close()
-	// Echoes keep it open past the idle time; silence then ends it.
+	// Echoes keep it open past the idle time; silence then ends it. The
+	// last ping sent is the earliest the idle time can run from, however
+	// late this goroutine gets scheduled after it.
+	var last time.Time
 	for range 10 {
+		last = time.Now()
 		io.WriteString(rw, "ping")
 		b := make([]byte, 4)
 		if _, err := io.ReadFull(rw, b); err != nil || string(b) != "ping" {
@@ -513,12 +517,11 @@ func TestUpgradedIdle(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	start := time.Now()
 	done := make(chan error, 1)
 	go func() { _, err := io.ReadAll(rw); done <- err }()
 	select {
 	case <-done:
-		if took := time.Since(start); took < 500*time.Millisecond {
+		if took := time.Since(last); took < 550*time.Millisecond {
 			t.Errorf("an idle upgraded connection closed after %v, before its deadline", took)
 		}
 	case <-time.After(3 * time.Second):
