@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,16 +107,18 @@ func (s *Server) addSecrets(add []Secret) error {
 }
 
 // tokenAnswer swaps the new tokens of a token endpoint's answer for new
-// placeholders (see TokenEndpoint). It returns what went wrong, for the
+// placeholders (see TokenEndpoint). The answer goes to Save only when the
+// request sent was a refresh of the carried token itself (see refreshes),
+// else to Login. It returns what went wrong, for the
 // log, or "". An answer that cannot be read whole is not passed on: a
 // token in it would reach the client.
-func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, inj *injection) string {
+func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, inj *injection, sent *sentBody) string {
 	ep := s.tokenEndpoint(t, req.Method, req.URL.Path)
 	if ep == nil || resp.StatusCode/100 != 2 {
 		return ""
 	}
 	save := ep.Save
-	if ep.Carrying != "" && (inj == nil || !slices.Contains(inj.names(), ep.Carrying)) {
+	if ep.Carrying != "" && (inj == nil || !slices.Contains(inj.names(), ep.Carrying) || !sent.refreshes(inj.ss, ep.Carrying)) {
 		save = ep.Login
 	}
 	body, err := readAnswer(resp)
@@ -216,4 +219,109 @@ func setBody(resp *http.Response, status int, b []byte) {
 	resp.TransferEncoding = nil
 	resp.ContentLength = int64(len(b))
 	resp.Body = io.NopCloser(bytes.NewReader(b))
+}
+
+// sentBody is what a request to a token endpoint sent upstream, after
+// injection, up to maxSecretBody bytes.
+type sentBody struct {
+	rc   io.ReadCloser
+	mu   sync.Mutex
+	b    []byte
+	over bool
+}
+
+func (sb *sentBody) Read(p []byte) (int, error) {
+	n, err := sb.rc.Read(p)
+	sb.mu.Lock()
+	if len(sb.b)+n > maxSecretBody {
+		sb.over = true
+	} else {
+		sb.b = append(sb.b, p[:n]...)
+	}
+	sb.mu.Unlock()
+	return n, err
+}
+
+func (sb *sentBody) Close() error { return sb.rc.Close() }
+
+// watchTokenRequest makes out's body, for a request to a token endpoint,
+// one whose bytes tokenAnswer can read afterwards; nil for any other.
+func (s *Server) watchTokenRequest(req *http.Request, t *target, out *http.Request) *sentBody {
+	if out.Body == nil || s.tokenEndpoint(t, req.Method, req.URL.Path) == nil {
+		return nil
+	}
+	sb := &sentBody{rc: out.Body}
+	out.Body = sb
+	return sb
+}
+
+// refreshes reports whether the body sent is a refresh grant and nothing
+// else: one grant_type, "refresh_token", and one refresh_token, the real
+// value of a secret named carrying. A refresh token's placeholder sent
+// beside another grant (an authorization code of another account), or in
+// another field, gets its value injected all the same, but the answer is
+// then not a refresh of the person's own sign-in.
+func (sb *sentBody) refreshes(ss *secrets, carrying string) bool {
+	if sb == nil || ss == nil {
+		return false
+	}
+	sb.mu.Lock()
+	b, over := append([]byte(nil), sb.b...), sb.over
+	sb.mu.Unlock()
+	params, ok := grantParams(b)
+	if over || !ok || len(params["grant_type"]) != 1 || params["grant_type"][0] != "refresh_token" || len(params["refresh_token"]) != 1 {
+		return false
+	}
+	for _, sec := range ss.list {
+		if sec.name == carrying && string(sec.value[escRaw]) == params["refresh_token"][0] {
+			return true
+		}
+	}
+	return false
+}
+
+// grantParams are the top-level fields of an OAuth token request body:
+// a JSON object's string fields, or a form's fields. A field named twice
+// keeps both values, and names are matched in any case, so that no
+// provider's reading of the request can differ from this one's.
+func grantParams(b []byte) (map[string][]string, bool) {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
+		return jsonParams(t)
+	}
+	v, err := url.ParseQuery(string(b))
+	out := map[string][]string{}
+	for k, vs := range v {
+		out[strings.ToLower(k)] = append(out[strings.ToLower(k)], vs...)
+	}
+	return out, err == nil
+}
+
+// jsonParams are the top-level fields of a JSON object; a value that is
+// not a string counts as "".
+func jsonParams(b []byte) (map[string][]string, bool) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	out := map[string][]string{}
+	for d.More() {
+		tok, err := d.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return nil, false
+		}
+		var v any
+		if d.Decode(&v) != nil {
+			return nil, false
+		}
+		s, _ := v.(string)
+		out[strings.ToLower(key)] = append(out[strings.ToLower(key)], s)
+	}
+	if tok, err := d.Token(); err != nil || tok != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, false // something after the object
+	}
+	return out, true
 }
