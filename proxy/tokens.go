@@ -16,7 +16,8 @@ import (
 )
 
 // TokenEndpoint is a sign-in provider's token endpoint (an OAuth 2 token
-// URL). A successful JSON answer to a POST there carries new tokens: the
+// URL). A successful JSON answer to a POST there (or to any request to
+// its host that carried a secret) carries new tokens: the
 // proxy swaps each for a placeholder from Mint before the client sees the
 // answer, adds the placeholder as a secret of the session (so that the
 // client's next requests with it get the real value injected), and hands
@@ -75,18 +76,26 @@ type tokenState struct {
 // sec is the session's secrets as they are now (nil without any).
 func (s *Server) sec() *secrets { return s.secrets.Load() }
 
-// tokenEndpoint returns the endpoint a request to t at path is for.
-func (s *Server) tokenEndpoint(t *target, method, path string) *TokenEndpoint {
-	if method != http.MethodPost {
-		return nil
-	}
+// tokenEndpoint returns the endpoint whose host t is (the one at path
+// first), and whether the request is the endpoint's own: a POST to its
+// path. A server may route other spellings of the path (a trailing slash,
+// another case) to the endpoint, so every answer from its host can carry
+// new tokens.
+func (s *Server) tokenEndpoint(t *target, method, path string) (*TokenEndpoint, bool) {
+	var found *TokenEndpoint
 	for i := range s.tokens.endpoints {
 		ep := &s.tokens.endpoints[i]
-		if e, err := parseEntry(ep.Host); err == nil && e.matches(t.norm, t.port) && path == ep.Path {
-			return ep
+		if e, err := parseEntry(ep.Host); err != nil || !e.matches(t.norm, t.port) {
+			continue
+		}
+		if method == http.MethodPost && path == ep.Path {
+			return ep, true
+		}
+		if found == nil {
+			found = ep
 		}
 	}
-	return nil
+	return found, false
 }
 
 // addSecrets makes add secrets of the session.
@@ -107,19 +116,24 @@ func (s *Server) addSecrets(add []Secret) error {
 }
 
 // tokenAnswer swaps the new tokens of a token endpoint's answer for new
-// placeholders (see TokenEndpoint). The answer goes to Save only when the
-// request sent was a refresh of the carried token itself (see refreshes),
-// else to Login. It returns what went wrong, for the
-// log, or "". An answer that cannot be read whole is not passed on: a
-// token in it would reach the client.
+// placeholders (see TokenEndpoint), in any answer from the endpoint's
+// host to a request that carried a credential of the person's. The answer
+// goes to Save only when the request sent was a refresh of the carried
+// token itself (see refreshes), else, at the endpoint, to Login. It
+// returns what went wrong, for the log, or "". An answer that cannot be
+// read whole is not passed on: a token in it would reach the client.
 func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, inj *injection, sent *sentBody) string {
-	ep := s.tokenEndpoint(t, req.Method, req.URL.Path)
-	if ep == nil || resp.StatusCode/100 != 2 {
-		return ""
+	ep, own := s.tokenEndpoint(t, req.Method, req.URL.Path)
+	if ep == nil || resp.StatusCode/100 != 2 || !own && (inj == nil || len(inj.names()) == 0) {
+		return "" // elsewhere on the host, no credential of the person's was sent: nothing of theirs comes back
 	}
-	save := ep.Save
-	if ep.Carrying != "" && (inj == nil || !slices.Contains(inj.names(), ep.Carrying) || !sent.refreshes(inj.ss, ep.Carrying)) {
-		save = ep.Login
+	refresh := ep.Carrying != "" && inj != nil && slices.Contains(inj.names(), ep.Carrying) && sent.refreshes(inj.ss, ep.Carrying)
+	save := ep.Login
+	switch {
+	case refresh || own && ep.Carrying == "":
+		save = ep.Save
+	case !own:
+		save = nil // neither the endpoint's request nor a refresh: no sign-in to keep
 	}
 	body, err := readAnswer(resp)
 	resp.Body.Close()
@@ -127,12 +141,17 @@ func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, 
 		setBody(resp, http.StatusBadGateway, []byte(`{"error":"jail: the token endpoint's answer could not be read"}`))
 		return "token endpoint: " + err.Error()
 	}
+	if !own && len(bytes.TrimSpace(body)) == 0 {
+		setBody(resp, resp.StatusCode, body)
+		return ""
+	}
 	answer, err := decodeAnswer(body)
+	real, _ := decodeAnswer(body) // a copy the placeholders do not touch
 	if err != nil {
 		setBody(resp, http.StatusBadGateway, []byte(`{"error":"jail: the token endpoint's answer is not a JSON object"}`))
 		return "token endpoint: " + err.Error()
 	}
-	real, minted := mintTokens(ep, answer)
+	minted := mintTokens(ep, answer)
 	if len(minted) == 0 {
 		setBody(resp, resp.StatusCode, body)
 		return ""
@@ -153,24 +172,32 @@ func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, 
 }
 
 // mintTokens replaces, in answer, the value of every field ep names with
-// a new placeholder, and returns a copy of answer with the real values
-// and the new secrets.
-func mintTokens(ep *TokenEndpoint, answer map[string]any) (map[string]any, []Secret) {
-	real := make(map[string]any, len(answer))
-	for k, v := range answer {
-		real[k] = v
-	}
+// a new placeholder, at any depth (an object in an object or an array
+// carries a token as well), and returns the new secrets.
+func mintTokens(ep *TokenEndpoint, answer map[string]any) []Secret {
 	var minted []Secret
-	for field, ts := range ep.Tokens {
-		v, ok := answer[field].(string)
-		if !ok || v == "" || ep.Mint == nil {
-			continue
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for field, e := range v {
+				ts, named := ep.Tokens[field]
+				if tok, ok := e.(string); named && ok && tok != "" && ep.Mint != nil {
+					ph := ep.Mint(field, tok)
+					minted = append(minted, Secret{Name: ts.Name, Placeholder: ph, Value: tok, Hosts: ts.Hosts, Inject: ts.Inject})
+					v[field] = ph
+					continue
+				}
+				walk(e)
+			}
 		}
-		ph := ep.Mint(field, v)
-		minted = append(minted, Secret{Name: ts.Name, Placeholder: ph, Value: v, Hosts: ts.Hosts, Inject: ts.Inject})
-		answer[field] = ph
 	}
-	return real, minted
+	walk(answer)
+	return minted
 }
 
 // readAnswer reads a token endpoint's answer whole (at most
@@ -247,7 +274,7 @@ func (sb *sentBody) Close() error { return sb.rc.Close() }
 // watchTokenRequest makes out's body, for a request to a token endpoint,
 // one whose bytes tokenAnswer can read afterwards; nil for any other.
 func (s *Server) watchTokenRequest(req *http.Request, t *target, out *http.Request) *sentBody {
-	if out.Body == nil || s.tokenEndpoint(t, req.Method, req.URL.Path) == nil {
+	if ep, _ := s.tokenEndpoint(t, req.Method, req.URL.Path); out.Body == nil || ep == nil {
 		return nil
 	}
 	sb := &sentBody{rc: out.Body}
