@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -58,7 +59,8 @@ curl -s -H 'Content-Type: application/json' -d '` + body + `' https://` + signIn
 // /v1/oauth/token/ or /V1/OAuth/Token as it does at /v1/oauth/token. The
 // jailed command sends the refresh token's placeholder there (its real
 // value is injected into any body to the endpoint's host): the answer's
-// new tokens must still reach it as placeholders, never the real ones.
+// new tokens must still reach it as placeholders, never the real ones,
+// and, a refresh of the person's own sign-in, be kept in the host file.
 func TestRedSignInTokenPathVariants(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		k := newSignInTokens()
@@ -73,8 +75,8 @@ func TestRedSignInTokenPathVariants(t *testing.T) {
 			"allow": []string{anthropicHost, signInTokenHost},
 			"hosts": map[string]string{anthropicHost: api.addr, signInTokenHost: oauth.addr},
 		}})
-		s.WriteFile(s.Home+"/.claude/.credentials.json", claudeCredentials(k.Access, k.Refresh, time.Now().Add(-time.Hour).UnixMilli()), 0o600)
 		for _, path := range []string{"/v1/oauth/token/", "/V1/OAuth/Token", "/v1/oauth/token//"} {
+			s.WriteFile(s.Home+"/.claude/.credentials.json", claudeCredentials(k.Access, k.Refresh, time.Now().Add(-time.Hour).UnixMilli()), 0o600)
 			script := `ph=$(sed -n 's/.*"refreshToken":"\([^"]*\)".*/\1/p' ~/.claude/.credentials.json)
 curl -s -H 'Content-Type: application/json' -d '{"grant_type":"refresh_token","refresh_token":"'"$ph"'"}' https://` + signInTokenHost + path + `; echo`
 			r := s.Jail("--profile", "claude", "--", "sh", "-c", script)
@@ -82,6 +84,60 @@ curl -s -H 'Content-Type: application/json' -d '{"grant_type":"refresh_token","r
 				t.Fatalf("control: the refresh at %s got no tokens:\n%s\ntoken endpoint saw: %v", path, r, oauth.requests())
 			}
 			k.noReal(t, "the answer to a refresh at "+path, r.Stdout+r.Stderr)
+			if got := credsTokens(hostFile(t, s.Home+"/.claude/.credentials.json")); got["accessToken"] != k.NewAccess || got["refreshToken"] != k.NewRefresh {
+				t.Errorf("a refresh of the person's own sign-in at %s was not saved into the host file: %v", path, got)
+			}
+		}
+	})
+}
+
+// claudeAPIKeyPath is where Claude Code makes an API key with its OAuth
+// access token (API_KEY_URL in the claude-code-linux-x64 package's
+// claude binary: a POST with "Authorization: Bearer" whose answer's
+// raw_key it keeps).
+const claudeAPIKeyPath = "/api/oauth/claude_cli/create_api_key"
+
+// The access token's placeholder is injected into any request to the API
+// host, so a jailed command can have the provider make a new, lasting API
+// key of the person's (the OAuth endpoint Claude Code itself uses for
+// it): the key must reach the jail as a placeholder only, which still
+// works at the API.
+func TestRedSignInClaudeAPIKeyMade(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		k := newSignInTokens()
+		apiKey := "sk-ant-api03-" + strings.Repeat("madeWithTheOAuthToken", 4) + "-AA"
+		api := newSignInServer(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			w.Header().Set("Content-Type", "application/json")
+			switch path := strings.TrimRight(r.URL.Path, "/"); { // a router that ignores a trailing slash
+			case r.Method == http.MethodPost && path == claudeAPIKeyPath && r.Header.Get("Authorization") == "Bearer "+k.Access:
+				fmt.Fprintf(w, `{"raw_key":%q}`, apiKey)
+			case path == "/v1/models" && r.Header.Get("x-api-key") == apiKey:
+				fmt.Fprintln(w, `{"data":[],"mock":"key accepted"}`)
+			default:
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprintln(w, `{"type":"error","error":{"type":"authentication_error"}}`)
+			}
+		})
+		trustCA(t, s, signInPKI.get(t), "signin-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{anthropicHost},
+			"hosts": map[string]string{anthropicHost: api.addr},
+		}})
+		s.WriteFile(s.Home+"/.claude/.credentials.json", claudeCredentials(k.Access, k.Refresh, time.Now().Add(time.Hour).UnixMilli()), 0o600)
+		for _, path := range []string{claudeAPIKeyPath, claudeAPIKeyPath + "/"} {
+			r := s.Jail("--profile", "claude", "--", "sh", "-c", `ph=$(sed -n 's/.*"accessToken":"\([^"]*\)".*/\1/p' ~/.claude/.credentials.json)
+out=$(curl -s -X POST -H "Authorization: Bearer $ph" https://`+anthropicHost+path+`); echo "$out"
+key=$(echo "$out" | sed -n 's/.*"raw_key":"\([^"]*\)".*/\1/p')
+echo "@@USE $(curl -s -H "x-api-key: $key" https://`+anthropicHost+`/v1/models)"`)
+			if !strings.Contains(r.Stdout, `"raw_key"`) {
+				t.Fatalf("control: no API key was made at %s:\n%s\nthe API saw: %v", path, r, api.paths())
+			}
+			if strings.Contains(r.Stdout+r.Stderr, apiKey) {
+				t.Errorf("the real API key made with the person's access token reached the jail (at %s):\n%s", path, r)
+			}
+			if !strings.Contains(r.Stdout, "@@USE {\"data\":[],\"mock\":\"key accepted\"}") {
+				t.Errorf("the API key made inside, as a placeholder, does not work at the API (at %s):\n%s", path, r)
+			}
 		}
 	})
 }
