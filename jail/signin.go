@@ -19,6 +19,18 @@ type signInRule struct {
 	// Endpoint is the provider's token endpoint (host and path), where a
 	// refresh token is sent and new tokens come from.
 	EndpointHost, EndpointPath string
+	// Issued are the provider's other endpoints that make a new
+	// credential for a request carrying the file's token (Claude Code's
+	// API key, made with its access token): the new one is swapped for a
+	// placeholder like a refreshed token, and never saved.
+	Issued []issuedToken
+}
+
+// issuedToken is an endpoint (host and path) whose answer's Token.Field
+// is a new credential.
+type issuedToken struct {
+	Host, Path string
+	Token      signInToken
 }
 
 // signInToken is one token of a sign-in file.

@@ -102,6 +102,10 @@ func signInEndpoints(plan *Plan) ([]proxy.TokenEndpoint, []*signInState) {
 		}
 		out = append(out, proxy.TokenEndpoint{Host: sf.Rule.EndpointHost, Path: sf.Rule.EndpointPath,
 			Tokens: tokens, Carrying: refreshName(sf.Rule), Mint: st.mint, Save: st.save, Login: st.login})
+		for _, is := range sf.Rule.Issued {
+			out = append(out, proxy.TokenEndpoint{Host: is.Host, Path: is.Path, Mint: st.mint,
+				Tokens: map[string]proxy.TokenSecret{is.Token.Field: {Name: is.Token.Name, Hosts: is.Token.Hosts, Inject: is.Token.Inject}}})
+		}
 	}
 	return out, states
 }
@@ -138,6 +142,11 @@ func (st *signInState) mint(field, value string) string {
 	for _, t := range st.file.Rule.Tokens {
 		if t.Field == field {
 			name = t.Name
+		}
+	}
+	for _, is := range st.file.Rule.Issued {
+		if is.Token.Field == field {
+			name = is.Token.Name
 		}
 	}
 	st.ord[name]++

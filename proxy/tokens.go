@@ -124,8 +124,8 @@ func (s *Server) addSecrets(add []Secret) error {
 // read whole is not passed on: a token in it would reach the client.
 func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, inj *injection, sent *sentBody) string {
 	ep, own := s.tokenEndpoint(t, req.Method, req.URL.Path)
-	if ep == nil || resp.StatusCode/100 != 2 || !own && (inj == nil || len(inj.names()) == 0) {
-		return "" // elsewhere on the host, no credential of the person's was sent: nothing of theirs comes back
+	if ep == nil || resp.StatusCode/100 != 2 || !own && (inj == nil || len(inj.names()) == 0 || !jsonAnswer(resp)) {
+		return "" // elsewhere on the host: no credential of the person's was sent, or the answer is no token's (a page, a stream)
 	}
 	refresh := ep.Carrying != "" && inj != nil && slices.Contains(inj.names(), ep.Carrying) && sent.refreshes(inj.ss, ep.Carrying)
 	save := ep.Login
@@ -169,6 +169,13 @@ func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, 
 	out, _ := json.Marshal(answer)
 	setBody(resp, resp.StatusCode, out)
 	return note
+}
+
+// jsonAnswer reports whether resp says its body is JSON.
+func jsonAnswer(resp *http.Response) bool {
+	ct, _, _ := strings.Cut(strings.ToLower(resp.Header.Get("Content-Type")), ";")
+	ct = strings.TrimSpace(ct)
+	return ct == "application/json" || strings.HasSuffix(ct, "+json")
 }
 
 // mintTokens replaces, in answer, the value of every field ep names with
