@@ -141,3 +141,40 @@ echo "@@USE $(curl -s -H "x-api-key: $key" https://`+anthropicHost+`/v1/models)"
 		}
 	})
 }
+
+// A jailed command that made a sign-in of its own account asks a yes/no
+// question of its own and exits without reading the answer: the person's
+// "y", typed while it ran, waits in the terminal's input. jail's question
+// whether to keep the sign-in must not take that typed-ahead line for the
+// person's answer to it.
+func TestRedSignInKeepTypeAhead(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		k := newSignInTokens()
+		api := newSignInServer(t, messagesMock(k))
+		oauth := newSignInServer(t, loginTokenMock(k))
+		trustCA(t, s, signInPKI.get(t), "signin-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{anthropicHost, signInTokenHost},
+			"hosts": map[string]string{anthropicHost: api.addr, signInTokenHost: oauth.addr},
+		}})
+		hostFile := s.Home + "/.claude/.credentials.json"
+		s.WriteFile(hostFile, claudeCredentials(k.Access, k.Refresh, time.Now().Add(time.Hour).UnixMilli()), 0o600)
+		before, _ := os.ReadFile(hostFile)
+		s.autoTrust(s.Project)
+		tm := NewTerm(t, s)
+		script := loginScript + "; echo 'Overwrite the build cache? [y/N]'; sleep 2"
+		tm.Type(tm.Jail("--profile claude -- sh -c " + shellQuote(script)))
+		tm.WaitLine(`Overwrite the build cache\? \[y/N\]`)
+		tm.Type("y")
+		tm.WaitLine(`Keep it in .*\.credentials\.json, for later runs in and outside jail\? \[y/N\]`)
+		time.Sleep(time.Second)
+		if after, _ := os.ReadFile(hostFile); string(after) != string(before) {
+			t.Errorf("a \"y\" typed to the jailed command before jail asked kept the jailed command's sign-in in the host file:\n%s", after)
+		}
+		tm.Type("n")
+		tm.WaitPrompt("jail after the question")
+		if after, _ := os.ReadFile(hostFile); string(after) != string(before) {
+			t.Errorf("answered no, the host file changed:\n%s", after)
+		}
+	})
+}
