@@ -166,7 +166,7 @@ func TestRedSignInKeepTypeAhead(t *testing.T) {
 		tm.Type(tm.Jail("--profile claude -- sh -c " + shellQuote(script)))
 		tm.WaitLine(`Overwrite the build cache\? \[y/N\]`)
 		tm.Type("y")
-		tm.WaitLine(`Keep it in .*\.credentials\.json, for later runs in and outside jail\? \[y/N\]`)
+		tm.WaitLine(`jail: a sign-in was made inside the jail, for .*\. Keep it in .*\.credentials\.json, for later runs in and outside jail\? \[y/N\].*`)
 		time.Sleep(time.Second)
 		if after, _ := os.ReadFile(hostFile); string(after) != string(before) {
 			t.Errorf("a \"y\" typed to the jailed command before jail asked kept the jailed command's sign-in in the host file:\n%s", after)
