@@ -54,6 +54,9 @@ func keepSignIns(states []*signInState, stderr io.Writer) {
 			fmt.Fprintf(stderr, "jail: a sign-in made inside the jail (%s) was used for this run only; %s is as it was (keeping one needs a terminal to confirm it, or sign in outside jail)\n", Escaped(who), host)
 			continue
 		}
+		// What was typed before the question (to the jailed command, which
+		// left it unread) is no answer to it.
+		unix.IoctlSetInt(0, unix.TCFLSH, unix.TCIFLUSH)
 		fmt.Fprintf(stderr, "jail: a sign-in was made inside the jail, for %s. Keep it in %s, for later runs in and outside jail? [y/N] ", Escaped(who), host)
 		if !readYes(signInAnswerWait) {
 			fmt.Fprintf(stderr, "jail: not kept; %s is as it was\n", host)
