@@ -1,11 +1,13 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -175,6 +177,74 @@ func TestRedSignInKeepTypeAhead(t *testing.T) {
 		tm.WaitPrompt("jail after the question")
 		if after, _ := os.ReadFile(hostFile); string(after) != string(before) {
 			t.Errorf("answered no, the host file changed:\n%s", after)
+		}
+	})
+}
+
+// A jailed command spends the session's budget of minted tokens on
+// sign-ins of its own (each answer's tokens become new secrets), then
+// lets the agent refresh the person's sign-in. The provider rotates the
+// refresh token (the old one no longer works), so the host file must
+// keep the new one even when no placeholder can be minted for it any
+// more: else the person's sign-in on the host is lost.
+func TestRedSignInMintBudgetKeepsRefresh(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		k := newSignInTokens()
+		var mu sync.Mutex
+		valid := map[string]bool{k.Refresh: true}
+		api := newSignInServer(t, messagesMock(k))
+		oauth := newSignInServer(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			var req struct{ GrantType, Code, RefreshToken string }
+			json.Unmarshal(body, &struct {
+				G *string `json:"grant_type"`
+				C *string `json:"code"`
+				R *string `json:"refresh_token"`
+			}{&req.GrantType, &req.Code, &req.RefreshToken})
+			w.Header().Set("Content-Type", "application/json")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case req.GrantType == "authorization_code" && req.Code == signInLoginCode:
+				id := strings.Repeat(uniq(), 4)
+				fmt.Fprintf(w, `{"access_token":"sk-ant-oat01-own%s-AA","refresh_token":"sk-ant-ort01-own%s-AA","expires_in":28800}`, id, id)
+			case req.GrantType == "refresh_token" && valid[req.RefreshToken]:
+				delete(valid, req.RefreshToken) // rotated: the old refresh token is spent
+				valid[k.NewRefresh] = true
+				fmt.Fprintf(w, `{"access_token":%q,"refresh_token":%q,"expires_in":28800}`, k.NewAccess, k.NewRefresh)
+			default:
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintln(w, `{"error":"invalid_grant"}`)
+			}
+		})
+		trustCA(t, s, signInPKI.get(t), "signin-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{anthropicHost, signInTokenHost},
+			"hosts": map[string]string{anthropicHost: api.addr, signInTokenHost: oauth.addr},
+		}})
+		hostPath := s.Home + "/.claude/.credentials.json"
+		s.WriteFile(hostPath, claudeCredentials(k.Access, k.Refresh, time.Now().Add(-time.Hour).UnixMilli()), 0o600)
+		r := s.Jail("--profile", "claude", "--", "sh", "-c", `
+for i in $(seq 520); do
+  echo 'url = "https://`+signInTokenHost+`/v1/oauth/token"'
+  echo 'header = "Content-Type: application/json"'
+  echo 'data = "{\"grant_type\":\"authorization_code\",\"code\":\"`+signInLoginCode+`\"}"'
+  echo 'output = /dev/null'
+  echo 'next'
+done > /tmp/many
+curl -s -K /tmp/many
+ph=$(sed -n 's/.*"refreshToken":"\([^"]*\)".*/\1/p' ~/.claude/.credentials.json)
+echo "@@REFRESH $(curl -s -H 'Content-Type: application/json' -d '{"grant_type":"refresh_token","refresh_token":"'"$ph"'"}' https://`+signInTokenHost+`/v1/oauth/token)"`)
+		k.noReal(t, "the jail's output", r.Stdout+r.Stderr)
+		if !strings.Contains(r.Stdout, "@@REFRESH") || len(oauth.requests()) < 500 {
+			t.Fatalf("control: the jailed command did not make its sign-ins and the refresh (%d requests):\n%s", len(oauth.requests()), r)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if valid[k.Refresh] {
+			t.Fatalf("control: the person's refresh token was never used:\n%s", r)
+		}
+		if got := credsTokens(hostFile(t, hostPath)); !valid[got["refreshToken"]] {
+			t.Errorf("after the provider rotated the person's refresh token, the host file holds a spent one (%v), the new one lost:\n%s", got, r)
 		}
 	})
 }
