@@ -156,15 +156,17 @@ func (s *Server) tokenAnswer(req *http.Request, t *target, resp *http.Response, 
 		setBody(resp, resp.StatusCode, body)
 		return ""
 	}
-	if err := s.addSecrets(minted); err != nil {
-		setBody(resp, http.StatusBadGateway, []byte(`{"error":"jail: the new tokens could not be kept"}`))
-		return "token endpoint: " + err.Error()
-	}
+	// Saved first: the provider may have spent the old refresh token, so
+	// the new ones are kept even when the session can take no more.
 	note := ""
 	if save != nil {
 		if err := save(real); err != nil {
 			note = "token endpoint: saving the new tokens: " + s.sec().redactString(err.Error())
 		}
+	}
+	if err := s.addSecrets(minted); err != nil {
+		setBody(resp, http.StatusBadGateway, []byte(`{"error":"jail: the new tokens could not be kept"}`))
+		return "token endpoint: " + err.Error()
 	}
 	out, _ := json.Marshal(answer)
 	setBody(resp, resp.StatusCode, out)
