@@ -30,8 +30,9 @@ type TokenEndpoint struct {
 	Host string
 	// Path is the endpoint's URL path, matched exactly ("/v1/oauth/token").
 	Path string
-	// Tokens maps a top-level string field of the answer
-	// ("access_token") to the secret its new value becomes.
+	// Tokens maps a string field of the answer ("access_token", at any
+	// depth) to the secret its new value becomes; Save sees the top
+	// level's.
 	Tokens map[string]TokenSecret
 	// Mint returns a new placeholder for the new value of field: one the
 	// session has not used, of the shape Secret.Placeholder requires.
