@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -245,6 +246,59 @@ echo "@@REFRESH $(curl -s -H 'Content-Type: application/json' -d '{"grant_type":
 		}
 		if got := credsTokens(hostFile(t, hostPath)); !valid[got["refreshToken"]] {
 			t.Errorf("after the provider rotated the person's refresh token, the host file holds a spent one (%v), the new one lost:\n%s", got, r)
+		}
+	})
+}
+
+// codexLoginScript is what `codex login` does once the browser handed it
+// the code (exchange_code_for_tokens, then obtain_api_key, whose form
+// fields are read from the strings of the installed package's native
+// binary, @openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex):
+// the code is exchanged for the tokens, then the new id token for an API
+// key at the same endpoint.
+const codexLoginScript = `out=$(curl -s -d 'grant_type=authorization_code&code=` + signInLoginCode + `&redirect_uri=http%3A%2F%2Flocalhost%3A1455%2Fauth%2Fcallback&client_id=` + codexClientID + `&code_verifier=v' https://` + codexAuthHost + `/oauth/token)
+echo "@@LOGIN $out"
+id=$(echo "$out" | sed -n 's/.*"id_token":"\([^"]*\)".*/\1/p')
+echo "@@KEY $(curl -s -d "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange&client_id=` + codexClientID + `&requested_token=openai-api-key&subject_token=$id&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aid_token" https://` + codexAuthHost + `/oauth/token)"`
+
+// Signed out on the host, the person signs Codex in inside the jail and
+// says yes to keeping it: Codex's login also exchanges the new id token
+// for an API key at the token endpoint, and that answer (an access token
+// only) must not be what the host file keeps instead of the sign-in's
+// tokens: the host file gets the sign-in's id, access and refresh tokens.
+func TestRedSignInCodexLoginKept(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		k := newCodexTokens()
+		apiKey := "sk-proj-" + strings.Repeat(uniq(), 5)
+		auth := newSignInMock(t, codexSignInPKI, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			form, _ := url.ParseQuery(string(body))
+			w.Header().Set("Content-Type", "application/json")
+			switch {
+			case form.Get("grant_type") == "authorization_code" && form.Get("code") == signInLoginCode:
+				fmt.Fprintf(w, `{"id_token":%q,"access_token":%q,"refresh_token":%q}`, k.ID, k.Access, k.Refresh)
+			case strings.HasSuffix(form.Get("grant_type"), ":token-exchange") && form.Get("subject_token") == k.ID:
+				fmt.Fprintf(w, `{"access_token":%q}`, apiKey)
+			default:
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintln(w, `{"error":"invalid_grant"}`)
+			}
+		})
+		trustCA(t, s, codexSignInPKI.get(t), "codex-signin-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{"hosts": map[string]string{codexAuthHost: auth.addr}}})
+		s.WriteFile(s.Home+"/.codex/history.jsonl", "", 0o600) // ~/.codex is there, signed out
+		hostPath := s.Home + "/.codex/auth.json"
+		s.autoTrust(s.Project)
+		tm := NewTerm(t, s)
+		tm.Type(tm.Jail("--profile codex -- sh -c " + shellQuote(codexLoginScript)))
+		tm.WaitLine(`jail: a sign-in was made inside the jail, for .*\. Keep it in .*auth\.json, for later runs in and outside jail\? \[y/N\].*`)
+		tm.Type("y")
+		tm.WaitPrompt("jail after the question")
+		if !strings.Contains(tm.Screen(), `@@KEY {"access_token":"sk-proj-jail`) {
+			t.Fatalf("control: the id token was not exchanged for an API key inside (a placeholder):\n%s\nthe endpoint saw: %v", tm.Screen(), auth.requests())
+		}
+		doc, raw := hostJSON(t, hostPath)
+		if jsonAt(doc, "tokens", "refresh_token") != k.Refresh || jsonAt(doc, "tokens", "id_token") != k.ID || jsonAt(doc, "tokens", "access_token") != k.Access {
+			t.Errorf("answered yes, the host file does not hold the sign-in's tokens:\n%s", raw)
 		}
 	})
 }
