@@ -24,8 +24,14 @@ import (
 const signInAnswerWait = 2 * time.Minute
 
 // login keeps the last sign-in answer, with the real tokens, until the
-// command ends.
+// command ends. An answer without a refresh token is no sign-in but a
+// token exchanged for another (Codex trades its new id token for an API
+// key right after signing in): kept, it would replace the sign-in's
+// tokens in the host file.
 func (st *signInState) login(answer map[string]any) error {
+	if v, _ := answer["refresh_token"].(string); v == "" {
+		return nil
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.pending = answer
