@@ -302,3 +302,50 @@ func TestRedSignInCodexLoginKept(t *testing.T) {
 		}
 	})
 }
+
+// The person signs Claude Code in inside the jail; a jailed command then
+// makes a sign-in of another account (its own code exchanged at the same
+// endpoint). Only one answer can be kept, and the last would be the
+// other account's: with two sign-ins made inside, jail keeps none and
+// asks nothing, and the host file stays as it was.
+func TestRedSignInTwoSignIns(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		k := newSignInTokens()
+		other := newSignInTokens()
+		const otherCode = "code-of-the-jailed-command-own-account"
+		person := loginTokenMock(k)
+		api := newSignInServer(t, messagesMock(k))
+		oauth := newSignInServer(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			if strings.Contains(string(body), otherCode) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"access_token":%q,"refresh_token":%q,"expires_in":28800,"account":{"email_address":"person@examp1e.test"}}`, other.NewAccess, other.NewRefresh)
+				return
+			}
+			person(w, r, body)
+		})
+		trustCA(t, s, signInPKI.get(t), "signin-bundle.pem")
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{anthropicHost, signInTokenHost},
+			"hosts": map[string]string{anthropicHost: api.addr, signInTokenHost: oauth.addr},
+		}})
+		hostPath := s.Home + "/.claude/.credentials.json"
+		s.WriteFile(hostPath, claudeCredentials(k.Access, k.Refresh, time.Now().Add(time.Hour).UnixMilli()), 0o600)
+		before, _ := os.ReadFile(hostPath)
+		s.autoTrust(s.Project)
+		tm := NewTerm(t, s)
+		script := loginScript + "; " + strings.ReplaceAll(loginScript, signInLoginCode, otherCode) + "; echo @@BOTH-DONE"
+		tm.Type(tm.Jail("--profile claude -- sh -c " + shellQuote(script)))
+		tm.WaitLine(`@@BOTH-DONE`)
+		time.Sleep(500 * time.Millisecond)
+		if strings.Contains(tm.Screen(), "Keep it in") {
+			tm.Type("y") // the person, who signed in, says yes
+		}
+		tm.WaitPrompt("jail after the command")
+		if strings.Count(tm.Screen(), `"access_token":"sk-ant-oat01-jail`) != 2 {
+			t.Fatalf("control: the two sign-ins inside did not both get their tokens as placeholders:\n%s\nthe endpoint saw: %v", tm.Screen(), oauth.requests())
+		}
+		if after, _ := os.ReadFile(hostPath); string(after) != string(before) {
+			t.Errorf("with two sign-ins made inside, one was kept in the host file:\n%s", after)
+		}
+	})
+}
