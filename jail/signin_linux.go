@@ -131,6 +131,7 @@ type signInState struct {
 	// pending is the last answer to a sign-in made inside, with the real
 	// tokens, kept until the command ends.
 	pending map[string]any
+	logins  int // sign-ins made inside: with more than one, which is the person's is unknown
 }
 
 // mint returns a new placeholder for a new value of field: the session

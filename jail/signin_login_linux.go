@@ -35,22 +35,28 @@ func (st *signInState) login(answer map[string]any) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.pending = answer
+	st.logins++
 	return nil
 }
 
 // keepSignIns asks, for each sign-in made inside, whether to keep it in
 // the host's sign-in file, and saves it when the answer is yes. Without a
-// terminal nothing is kept, and it says so.
+// terminal nothing is kept, and it says so; nor with several sign-ins
+// made (a jailed command's own may follow the person's).
 func keepSignIns(states []*signInState, stderr io.Writer) {
 	for _, st := range states {
 		st.mu.Lock()
-		answer := st.pending
+		answer, logins := st.pending, st.logins
 		st.pending = nil
 		st.mu.Unlock()
 		if answer == nil {
 			continue
 		}
 		host := Shown(st.file.Host)
+		if logins > 1 {
+			fmt.Fprintf(stderr, "jail: %d sign-ins were made inside the jail; none is kept, since which is yours cannot be told, and %s is as it was (sign in outside jail)\n", logins, host)
+			continue
+		}
 		who := signInAccount(answer)
 		if st.file.Missing && !st.file.Keep {
 			fmt.Fprintf(stderr, "jail: a sign-in made inside the jail (%s) was used for this run only; this jail holds %s's name, so it cannot keep one there (sign in outside jail)\n", Escaped(who), host)
