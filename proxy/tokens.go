@@ -258,8 +258,12 @@ func setBody(resp *http.Response, status int, b []byte) {
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 }
 
+// maxGrantBody bounds what is kept of a token request's body: a grant's
+// few fields. A larger body is no refresh.
+const maxGrantBody = 64 << 10
+
 // sentBody is what a request to a token endpoint sent upstream, after
-// injection, up to maxSecretBody bytes.
+// injection, up to maxGrantBody bytes.
 type sentBody struct {
 	rc   io.ReadCloser
 	mu   sync.Mutex
@@ -270,7 +274,7 @@ type sentBody struct {
 func (sb *sentBody) Read(p []byte) (int, error) {
 	n, err := sb.rc.Read(p)
 	sb.mu.Lock()
-	if len(sb.b)+n > maxSecretBody {
+	if len(sb.b)+n > maxGrantBody {
 		sb.over = true
 	} else {
 		sb.b = append(sb.b, p[:n]...)
@@ -281,10 +285,11 @@ func (sb *sentBody) Read(p []byte) (int, error) {
 
 func (sb *sentBody) Close() error { return sb.rc.Close() }
 
-// watchTokenRequest makes out's body, for a request to a token endpoint,
-// one whose bytes tokenAnswer can read afterwards; nil for any other.
+// watchTokenRequest makes out's body, for a request to the host of a
+// token endpoint whose answers may be saved (one with Carrying), one whose
+// bytes tokenAnswer can read afterwards; nil for any other.
 func (s *Server) watchTokenRequest(req *http.Request, t *target, out *http.Request) *sentBody {
-	if ep, _ := s.tokenEndpoint(t, req.Method, req.URL.Path); out.Body == nil || ep == nil {
+	if ep, _ := s.tokenEndpoint(t, req.Method, req.URL.Path); out.Body == nil || ep == nil || ep.Carrying == "" {
 		return nil
 	}
 	sb := &sentBody{rc: out.Body}
