@@ -29,6 +29,18 @@ type signInRule struct {
 	// Missing is what a missing file is held as in a session view: its
 	// content, for a CLI that cannot read an empty file (empty by default).
 	Missing string
+	// Issued are the provider's other endpoints that make a new
+	// credential for a request carrying the file's token (Claude Code's
+	// API key, made with its access token): the new one is swapped for a
+	// placeholder like a refreshed token, and never saved.
+	Issued []issuedToken
+}
+
+// issuedToken is an endpoint (host and path) whose answer's Token.Field
+// is a new credential.
+type issuedToken struct {
+	Host, Path string
+	Token      signInToken
 }
 
 // signInProvider is where one provider of a keyed sign-in file takes its

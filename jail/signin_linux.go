@@ -115,6 +115,10 @@ func signInEndpoints(plan *Plan) ([]proxy.TokenEndpoint, []*signInState) {
 			states = append(states, st)
 			out = append(out, proxy.TokenEndpoint{Host: r.EndpointHost, Path: r.EndpointPath,
 				Tokens: answerTokens(r), Carrying: refreshName(r), Mint: st.mint, Save: st.save, Login: st.login})
+			for _, is := range r.Issued {
+				out = append(out, proxy.TokenEndpoint{Host: is.Host, Path: is.Path, Mint: st.mint,
+					Tokens: map[string]proxy.TokenSecret{is.Token.Field: {Name: is.Token.Name, Hosts: is.Token.Hosts, Inject: is.Token.Inject}}})
+			}
 		}
 	}
 	return out, states
@@ -163,6 +167,7 @@ type signInState struct {
 	// pending is the last answer to a sign-in made inside, with the real
 	// tokens, kept until the command ends.
 	pending map[string]any
+	logins  int // sign-ins made inside: with more than one, which is the person's is unknown
 }
 
 // mint returns a new placeholder for a new value of field: the session
@@ -174,6 +179,11 @@ func (st *signInState) mint(field, value string) string {
 	for _, t := range st.file.Rule.Tokens {
 		if t.Field == field {
 			name = t.Name
+		}
+	}
+	for _, is := range st.file.Rule.Issued {
+		if is.Token.Field == field {
+			name = is.Token.Name
 		}
 	}
 	st.ord[name]++

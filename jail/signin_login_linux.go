@@ -24,27 +24,39 @@ import (
 const signInAnswerWait = 2 * time.Minute
 
 // login keeps the last sign-in answer, with the real tokens, until the
-// command ends.
+// command ends. An answer without a refresh token is no sign-in but a
+// token exchanged for another (Codex trades its new id token for an API
+// key right after signing in): kept, it would replace the sign-in's
+// tokens in the host file.
 func (st *signInState) login(answer map[string]any) error {
+	if v, _ := answer["refresh_token"].(string); v == "" {
+		return nil
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.pending = answer
+	st.logins++
 	return nil
 }
 
 // keepSignIns asks, for each sign-in made inside, whether to keep it in
 // the host's sign-in file, and saves it when the answer is yes. Without a
-// terminal nothing is kept, and it says so.
+// terminal nothing is kept, and it says so; nor with several sign-ins
+// made (a jailed command's own may follow the person's).
 func keepSignIns(states []*signInState, stderr io.Writer) {
 	for _, st := range states {
 		st.mu.Lock()
-		answer := st.pending
+		answer, logins := st.pending, st.logins
 		st.pending = nil
 		st.mu.Unlock()
 		if answer == nil {
 			continue
 		}
 		host := Shown(st.file.Host)
+		if logins > 1 {
+			fmt.Fprintf(stderr, "jail: %d sign-ins were made inside the jail; none is kept, since which is yours cannot be told, and %s is as it was (sign in outside jail)\n", logins, host)
+			continue
+		}
 		who := signInAccount(answer)
 		if st.file.Missing && !st.file.Keep {
 			fmt.Fprintf(stderr, "jail: a sign-in made inside the jail (%s) was used for this run only; this jail holds %s's name, so it cannot keep one there (sign in outside jail)\n", Escaped(who), host)
@@ -54,6 +66,9 @@ func keepSignIns(states []*signInState, stderr io.Writer) {
 			fmt.Fprintf(stderr, "jail: a sign-in made inside the jail (%s) was used for this run only; %s is as it was (keeping one needs a terminal to confirm it, or sign in outside jail)\n", Escaped(who), host)
 			continue
 		}
+		// What was typed before the question (to the jailed command, which
+		// left it unread) is no answer to it.
+		unix.IoctlSetInt(0, unix.TCFLSH, unix.TCIFLUSH)
 		fmt.Fprintf(stderr, "jail: a sign-in was made inside the jail, for %s. Keep it in %s, for later runs in and outside jail? [y/N] ", Escaped(who), host)
 		if !readYes(signInAnswerWait) {
 			fmt.Fprintf(stderr, "jail: not kept; %s is as it was\n", host)

@@ -27,7 +27,8 @@ var geminiAccessHosts = []string{"cloudcode-pa.googleapis.com", googleOAuthHost,
 //
 // Claude Code keeps {"claudeAiOauth": {"accessToken", "refreshToken",
 // "expiresAt" (ms), "scopes", ...}} in ~/.claude/.credentials.json (mode
-// 0600), sends the access token as "Authorization: Bearer", and
+// 0600), sends the access token as "Authorization: Bearer" (to the API,
+// and to its API_KEY_URL, which answers a new API key as raw_key), and
 // refreshes with a JSON POST of {"grant_type": "refresh_token",
 // "refresh_token", "client_id", "scope"} to its OAuth TOKEN_URL, which
 // answers {"access_token", "refresh_token", "expires_in" (s), "scope"}.
@@ -59,6 +60,9 @@ var signInRules = []signInRule{{
 			Hosts: []string{"platform.claude.com"}, Inject: []string{"body"}},
 	},
 	EndpointHost: "platform.claude.com", EndpointPath: "/v1/oauth/token",
+	// API_KEY_URL: a POST with the access token, answered {"raw_key"}.
+	Issued: []issuedToken{{Host: "api.anthropic.com", Path: "/api/oauth/claude_cli/create_api_key",
+		Token: signInToken{Field: "raw_key", Name: "CLAUDE_OAUTH_API_KEY", Hosts: claudeOAuthHosts, Inject: []string{"header:x-api-key", "header:Authorization"}}}},
 }, {
 	Profile: "codex", Rel: ".codex/auth.json", Format: "codex",
 	Tokens: []signInToken{

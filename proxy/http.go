@@ -342,6 +342,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	if out.Body != nil {
 		out.Body = &releasingBody{rc: out.Body, h: reqMem}
 	}
+	sent := s.watchTokenRequest(req, t, out)
 	if s.sec() != nil && s.sec().vals != nil {
 		// A response must be readable to be redacted: an upstream that
 		// learned a value once can echo it in any later response.
@@ -365,7 +366,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		writeText(bw, http.StatusBadGateway, fmt.Sprintf("jail: %s: upstream: %s\n", host, msg))
 		return false
 	}
-	if note := s.tokenAnswer(req, t, resp, inj); note != "" {
+	if note := s.tokenAnswer(req, t, resp, inj, sent); note != "" {
 		e.Reason = note
 	}
 	e.Verdict, e.Status = verdictAllow, resp.StatusCode
