@@ -33,15 +33,19 @@ import (
 var agentCommandPaths = []string{
 	// Claude Code
 	".claude/settings.json", ".claude/settings.local.json", ".claude/hooks/", ".claude/plugins/",
-	".claude/local/",    // the claude an older install's alias runs
-	".claude/CLAUDE.md", // instructions every later session follows, unjailed too
+	".claude/local/",                      // the claude an older install's alias runs
+	".claude/CLAUDE.md", ".claude/rules/", // instructions every later session follows, unjailed too
 	".claude/commands/", ".claude/agents/", ".claude/skills/",
 	".claude/backups/", // copies of ~/.claude.json Claude Code tells the user to restore
 	// OpenAI Codex
 	".codex/config.toml", ".codex/rules/", ".codex/AGENTS.md", ".codex/hooks.json", ".codex/hooks/", ".codex/plugins/",
+	".codex/AGENTS.override.md", // read before AGENTS.md
+	".codex/.env",               // loaded into Codex's environment at start: proxies, LD_PRELOAD
 	// Gemini CLI
 	".gemini/settings.json", ".gemini/GEMINI.md", ".gemini/extensions/", ".gemini/commands/", ".gemini/policies/",
 	".gemini/trustedFolders.json", ".gemini/trusted_hooks.json", ".gemini/.env", ".gemini/bin/",
+	".gemini/agents/", ".gemini/skills/", // subagents declare MCP servers; skills
+	".gemini/acknowledgments/", ".gemini/policy_integrity.json", // project agents and policies the user approved
 	// OpenCode
 	".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".config/opencode/config.json",
 	".config/opencode/plugin/", ".config/opencode/plugins/", ".config/opencode/tool/", ".config/opencode/tools/",
@@ -58,6 +62,7 @@ var agentCommandPaths = []string{
 	".pi/agent/settings.json", ".pi/agent/models.json", // shellPath, shellCommandPrefix, packages; providers' baseUrl
 	".pi/agent/bin/", ".pi/agent/tools/", ".pi/agent/git/", // first on every command's PATH; installed packages
 	".pi/agent/skills/", ".pi/agent/prompts/", ".pi/agent/SYSTEM.md", ".pi/agent/APPEND_SYSTEM.md",
+	".pi/agent/AGENTS.md", ".pi/agent/AGENTS.MD", ".pi/agent/CLAUDE.md", ".pi/agent/CLAUDE.MD", // in every system prompt
 	".aider.conf.yml",
 }
 
