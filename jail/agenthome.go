@@ -41,6 +41,7 @@ var agentCommandPaths = []string{
 	".codex/config.toml", ".codex/rules/", ".codex/AGENTS.md", ".codex/hooks.json", ".codex/hooks/", ".codex/plugins/",
 	".codex/AGENTS.override.md", // read before AGENTS.md
 	".codex/.env",               // loaded into Codex's environment at start: proxies, LD_PRELOAD
+	".codex/*.config.toml",      // codex --profile NAME's config; a new one is named after exit
 	// Gemini CLI
 	".gemini/settings.json", ".gemini/GEMINI.md", ".gemini/extensions/", ".gemini/commands/", ".gemini/policies/",
 	".gemini/trustedFolders.json", ".gemini/trusted_hooks.json", ".gemini/.env", ".gemini/bin/",
@@ -67,7 +68,8 @@ var agentCommandPaths = []string{
 }
 
 // AgentCommandPaths are the agents' command-bearing home paths under home
-// (an entry of the list ending in "/" is a directory),
+// (an entry of the list ending in "/" is a directory; one with glob
+// characters holds its matches at start and names new ones after exit),
 // kept read-only by the planner whatever makes their parent writable.
 func AgentCommandPaths(home string) []string {
 	out := make([]string, 0, len(agentCommandPaths))
