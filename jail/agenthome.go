@@ -51,6 +51,8 @@ var agentCommandPaths = []string{
 	".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".config/opencode/config.json",
 	".config/opencode/plugin/", ".config/opencode/plugins/", ".config/opencode/tool/", ".config/opencode/tools/",
 	".config/opencode/command/", ".config/opencode/commands/", ".config/opencode/agent/", ".config/opencode/agents/",
+	".config/opencode/mode/", ".config/opencode/modes/", // agents too, with their permissions
+	".config/opencode/skill/", ".config/opencode/skills/", ".config/opencode/AGENTS.md",
 	// Others with a built-in profile
 	".config/amp/settings.json", ".config/amp/settings.jsonc", // read when settings.json is missing
 	".config/amp/plugins/", ".config/amp/skills/", // plugin code Amp runs; skills
