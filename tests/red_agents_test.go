@@ -157,3 +157,45 @@ func TestRedAgentsCodexProfileFile(t *testing.T) {
 		}
 	})
 }
+
+// agentRefs are, for each profile, a settings file of the agent's that
+// names a program in the agent's writable directory, as the user wrote
+// it, and that program. The agent runs it unjailed later, so the jail
+// must hold it read-only: ~/.claude.json's user MCP servers (what
+// `claude mcp add -s user` writes), Codex's MCP servers in config.toml
+// and in a profile file, OpenCode's JSONC config, Pi's shellPath, Copilot
+// CLI's MCP servers and Amp's.
+var agentRefs = []struct{ profile, settings, content, program string }{
+	{"claude", ".claude.json", `{"mcpServers": {"mine": {"type": "stdio", "command": "~/.claude/mcp/run.sh"}}}`, ".claude/mcp/run.sh"},
+	{"codex", ".codex/config.toml", "[mcp_servers.mine]\ncommand = \"~/.codex/mcp/run.sh\"\n", ".codex/mcp/run.sh"},
+	{"codex", ".codex/work.config.toml", "[mcp_servers.mine]\ncommand = \"$HOME/.codex/mcp/work.sh\"\n", ".codex/mcp/work.sh"},
+	{"opencode", ".config/opencode/opencode.jsonc", "{\n  // my servers\n  \"mcp\": {\"mine\": {\"type\": \"local\", \"command\": [\"~/.config/opencode/mcp/run.sh\"]}},\n}\n", ".config/opencode/mcp/run.sh"},
+	{"pi", ".pi/agent/settings.json", `{"shellPath": "~/.pi/shell.sh"}`, ".pi/shell.sh"},
+	{"copilot", ".copilot/mcp-config.json", `{"mcpServers": {"mine": {"command": "~/.copilot/mcp/run.sh"}}}`, ".copilot/mcp/run.sh"},
+	{"amp", ".config/amp/settings.json", `{"amp.mcpServers": {"mine": {"command": "~/.config/amp/mcp/run.sh"}}}`, ".config/amp/mcp/run.sh"},
+}
+
+// TestRedAgentsReferencedPrograms: under each agent's profile, a jailed
+// command cannot rewrite, replace or move the program the agent's settings
+// name in its writable directory; the directory itself stays writable.
+func TestRedAgentsReferencedPrograms(t *testing.T) {
+	const orig = "#!/bin/sh\necho mine\n"
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		for _, a := range agentRefs {
+			s.WriteFile(filepath.Join(s.Home, a.settings), a.content, 0o644)
+			prog := filepath.Join(s.Home, a.program)
+			s.WriteFile(prog, orig, 0o755)
+			dir := filepath.Dir(a.program)
+			script := fmt.Sprintf(`p="$HOME/%s"; echo 'touch /tmp/jail-pwned' >> "$p" && echo CHANGED;`+
+				`mv "$p" "$p.old" 2>/dev/null && echo MOVED; echo ok > "$HOME/%s/control" && echo CONTROL`, a.program, dir)
+			r := s.Jail("--profile", a.profile, "--", "sh", "-c", script)
+			if !strings.Contains(r.Stdout, "CONTROL") {
+				t.Fatalf("%s: control: writing ~/%s failed, so the profile does not make it writable:\n%s", a.profile, dir, r)
+			}
+			b, err := os.ReadFile(prog)
+			if err != nil || string(b) != orig || strings.Contains(r.Stdout, "CHANGED") || strings.Contains(r.Stdout, "MOVED") {
+				t.Errorf("%s: ~/%s, named by ~/%s, was changed from inside (host: %q, %v):\n%s", a.profile, a.program, a.settings, b, err, r)
+			}
+		}
+	})
+}
