@@ -199,3 +199,23 @@ func TestRedAgentsReferencedPrograms(t *testing.T) {
 		}
 	})
 }
+
+// TestRedAgentsClaudeJSONGrown: a jailed run under Claude Code's profile
+// that grows ~/.claude.json (a key of its own, merged back) to several
+// MiB does not keep the next jail under that profile from starting: jail
+// reads the file for the programs it names.
+func TestRedAgentsClaudeJSONGrown(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		s.WriteFile(filepath.Join(s.Home, ".claude.json"), `{"numStartups": 1}`, 0o600)
+		grow := `python3 -c 'import json,os; p=os.path.expanduser("~/.claude.json"); d=json.load(open(p)); d["junk"]="x"*(6<<20); open(p,"w").write(json.dumps(d))' && echo GREW`
+		if r := s.Jail("--profile", "claude", "--", "sh", "-c", grow); !strings.Contains(r.Stdout, "GREW") {
+			t.Fatalf("growing ~/.claude.json inside failed:\n%s", r)
+		}
+		if fi, err := os.Stat(filepath.Join(s.Home, ".claude.json")); err != nil || fi.Size() < 6<<20 {
+			t.Fatalf("control: the grown ~/.claude.json did not reach the host (%v)", err)
+		}
+		if r := s.Jail("--profile", "claude", "--", "true"); r.Code != 0 {
+			t.Errorf("after a jailed run grew ~/.claude.json, the next jail under Claude Code's profile does not start:\n%s", r)
+		}
+	})
+}
