@@ -219,3 +219,28 @@ func TestRedAgentsClaudeJSONGrown(t *testing.T) {
 		}
 	})
 }
+
+// TestRedAgentsClaudeJSONNamesItself: ~/.claude.json is read for the
+// programs it names, and a jailed run writes its own keys into it. Names
+// it plants there (the file itself, Claude Code's sign-in file, a key in
+// ~/.ssh, ~/.claude) keep neither the next jail under Claude Code's
+// profile from starting nor Claude Code from saving its state there.
+func TestRedAgentsClaudeJSONNamesItself(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		s.WriteFile(filepath.Join(s.Home, ".claude.json"), `{"numStartups": 1}`, 0o600)
+		s.WriteFile(filepath.Join(s.Home, ".claude", ".credentials.json"), `{"claudeAiOauth": {"accessToken": "sk-ant-oat01-real", "refreshToken": "sk-ant-ort01-real", "expiresAt": 1}}`, 0o600)
+		s.WriteFile(filepath.Join(s.Home, ".claude", "notes.txt"), "mine\n", 0o644)
+		plant := `python3 -c 'import json,os; p=os.path.expanduser("~/.claude.json"); d=json.load(open(p)); d["note"]="~/.claude.json ~/.claude/.credentials.json ~/.ssh/id_ed25519 ~/.claude ~/.claude/notes.txt"; open(p,"w").write(json.dumps(d))' && echo PLANTED`
+		if r := s.Jail("--profile", "claude", "--", "sh", "-c", plant); !strings.Contains(r.Stdout, "PLANTED") {
+			t.Fatalf("writing ~/.claude.json inside failed:\n%s", r)
+		}
+		save := `python3 -c 'import json,os; p=os.path.expanduser("~/.claude.json"); d=json.load(open(p)); d["numStartups"]=2; open(p,"w").write(json.dumps(d))' && echo ok > ~/.claude/notes.txt && echo SAVED`
+		r := s.Jail("--profile", "claude", "--", "sh", "-c", save)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "SAVED") {
+			t.Fatalf("after a jailed run named files in ~/.claude.json, the next jail could not start or save them:\n%s", r)
+		}
+		if got := readJSON(t, filepath.Join(s.Home, ".claude.json")); got["numStartups"] != float64(2) {
+			t.Errorf("the second run's state did not reach the host ~/.claude.json: %v", got)
+		}
+	})
+}
