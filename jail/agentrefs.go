@@ -54,7 +54,7 @@ func referencedPrograms(home string, shown []string) ([]string, error) {
 			if !related(p, shown) {
 				continue
 			}
-			strs, err := settingsStrings(p)
+			strs, err := settingsStrings(p, keptKeys(rel))
 			if err != nil {
 				return nil, err
 			}
@@ -70,11 +70,26 @@ func referencedPrograms(home string, shown []string) ([]string, error) {
 	return union(nil, out), nil
 }
 
-// settingsStrings returns every string value of a JSON file, or the
-// whole text of a file that is not JSON (JSONC, TOML, YAML: its words
-// are looked at one by one): none when it is missing, an error when it is
-// larger than jail reads.
-func settingsStrings(path string) ([]string, error) {
+// keptKeys are the keys of agent file rel that keep the host's value
+// whatever a jailed run writes (nil for a settings file jail keeps
+// read-only as a whole): only what they hold was written by the user, the
+// rest may have been by a jailed run, which must not make files read-only
+// at will (~/.claude.json itself, a sign-in file).
+func keptKeys(rel string) map[string]bool {
+	for _, a := range agentFiles {
+		if a.Rel == rel {
+			return set(a.Protected)
+		}
+	}
+	return nil
+}
+
+// settingsStrings returns every string value of a JSON file (with kept
+// set, only those held at any depth by a kept key), or the whole text of
+// a file that is not JSON (JSONC, TOML, YAML: its words are looked at one
+// by one): none when it is missing, an error when it is larger than jail
+// reads.
+func settingsStrings(path string, kept map[string]bool) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil
@@ -89,25 +104,30 @@ func settingsStrings(path string) ([]string, error) {
 	}
 	var v any
 	if json.Unmarshal(b, &v) != nil { // nesting is bounded by the decoder
+		if kept != nil {
+			return nil, nil // an agent file that is not JSON runs nothing
+		}
 		return []string{string(b)}, nil
 	}
 	var out []string
-	var walk func(any)
-	walk = func(v any) {
+	var walk func(v any, in bool)
+	walk = func(v any, in bool) {
 		switch t := v.(type) {
 		case string:
-			out = append(out, t)
+			if in {
+				out = append(out, t)
+			}
 		case []any:
 			for _, e := range t {
-				walk(e)
+				walk(e, in)
 			}
 		case map[string]any:
-			for _, e := range t {
-				walk(e)
+			for k, e := range t {
+				walk(e, in || kept[k])
 			}
 		}
 	}
-	walk(v)
+	walk(v, kept == nil)
 	return out, nil
 }
 
