@@ -244,3 +244,28 @@ func TestRedAgentsClaudeJSONNamesItself(t *testing.T) {
 		}
 	})
 }
+
+// TestRedAgentsCodexPermissionProfiles: Codex also selects its sandbox by
+// permission profile (default_permissions, a built-in ":read-only" or
+// ":workspace", in @openai/codex-linux-x64's bin/codex), apart from
+// sandbox_mode. With one in the user's ~/.codex/config.toml, jail -- codex
+// exec still runs the model's shell command without Codex's own sandbox.
+func TestRedAgentsCodexPermissionProfiles(t *testing.T) {
+	t.Parallel()
+	for _, perm := range []string{":read-only", ":workspace"} {
+		t.Run(strings.TrimPrefix(perm, ":"), func(t *testing.T) {
+			t.Parallel()
+			forEachRunner(t, func(t *testing.T, s *Sandbox) {
+				t.Parallel()
+				mock, codex, cache := codexSetup(t, s)
+				s.WriteFile(filepath.Join(s.Home, ".codex/config.toml"), "default_permissions = \""+perm+"\"\n", 0o644)
+				r := runAgent(t, s, "--allow-read", cache, "--", codex, "exec", "--skip-git-repo-check", "write the proof")
+				proof, err := os.ReadFile(filepath.Join(s.Project, "proof.txt"))
+				if r.Code != 0 || err != nil || string(proof) != "ok\n" {
+					t.Errorf("codex exec with default_permissions %s: want Codex without its own sandbox and proof.txt (read %q, %v):\n%s\ntool outputs:\n%s",
+						perm, proof, err, r, mock.toolOutputs())
+				}
+			})
+		})
+	}
+}
