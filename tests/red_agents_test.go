@@ -269,3 +269,31 @@ func TestRedAgentsCodexPermissionProfiles(t *testing.T) {
 		})
 	}
 }
+
+// TestRedAgentsClaudeSessionEnv: Claude Code sources the scripts of
+// ~/.claude/session-env/SESSION/ (sessionstart-hook-N.sh and the like,
+// matched by name in the @anthropic-ai/claude-code bin/claude.exe bundle)
+// before every Bash command of that session, and a resumed session keeps
+// its ID: a script planted there from inside would run in the user's next
+// unjailed `claude --continue`. Inside, the directory is writable (Claude
+// Code creates it before each Bash command); nothing written there
+// reaches the host, and what the host has there is left alone.
+func TestRedAgentsClaudeSessionEnv(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		mine := filepath.Join(s.Home, ".claude", "session-env", "old", "sessionstart-hook-1.sh")
+		s.WriteFile(mine, "export MINE=1\n", 0o644)
+		id := "0b6f1c2e-1111-4222-8333-444455556666"
+		script := `d="$HOME/.claude/session-env/` + id + `"; mkdir -p "$d" && echo 'touch /tmp/jail-pwned' > "$d/sessionstart-hook-1.sh" && cat "$d/sessionstart-hook-1.sh" && echo WROTE;` +
+			`rm -rf "$HOME/.claude/session-env/old" 2>/dev/null; echo ok > ~/.claude/control && echo CONTROL`
+		r := s.Jail("--profile", "claude", "--", "sh", "-c", script)
+		if !strings.Contains(r.Stdout, "WROTE") || !strings.Contains(r.Stdout, "CONTROL") {
+			t.Fatalf("inside, ~/.claude/session-env and ~/.claude must stay writable for Claude Code:\n%s", r)
+		}
+		if _, err := os.Lstat(filepath.Join(s.Home, ".claude", "session-env", id)); err == nil {
+			t.Errorf("a session environment written inside reached the host ~/.claude/session-env:\n%s", r)
+		}
+		if b, err := os.ReadFile(mine); err != nil || string(b) != "export MINE=1\n" {
+			t.Errorf("the host's own session environment changed: %q (%v)", b, err)
+		}
+	})
+}
