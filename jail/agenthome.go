@@ -69,6 +69,15 @@ var agentCommandPaths = []string{
 	".aider.conf.yml",
 }
 
+// agentPrivateDirs are the directories in the home where an agent keeps
+// state for one session only that its later runs still execute: Claude
+// Code sources every ~/.claude/session-env/SESSION/*-hook-N.sh before
+// each Bash command of that session, and resuming a session (--continue,
+// --resume) keeps its ID. The agent must write there as it runs, so
+// wherever the jail may write them they are a private empty directory,
+// thrown away after exit.
+var agentPrivateDirs = []string{".claude/session-env"}
+
 // AgentCommandPaths are the agents' command-bearing home paths under home
 // (an entry of the list ending in "/" is a directory; one with glob
 // characters holds its matches at start and names new ones after exit),
