@@ -59,6 +59,7 @@ var agentCommandPaths = []string{
 	".copilot/hooks/", ".copilot/mcp-config.json", ".copilot/lsp-config.json", ".copilot/installed-plugins/",
 	".copilot/settings.json", ".copilot/extensions/", ".copilot/permissions-config.json", // hooks, commands, loaded code, approvals
 	".copilot/agents/", ".copilot/skills/", ".copilot/copilot-instructions.md",
+	".copilot/pkg/", // newer versions of itself, run in its place
 	".cursor/mcp.json", ".cursor/hooks.json", ".cursor/hooks/", ".cursor/extensions/", ".cursor/cli-config.json",
 	".config/goose/config.yaml", ".config/goose/permission.yaml",
 	".pi/agent/extensions/", ".pi/agent/mcp.json",
