@@ -39,9 +39,10 @@ var agentCommandPaths = []string{
 	".claude/backups/", // copies of ~/.claude.json Claude Code tells the user to restore
 	// OpenAI Codex
 	".codex/config.toml", ".codex/rules/", ".codex/AGENTS.md", ".codex/hooks.json", ".codex/hooks/", ".codex/plugins/",
-	".codex/AGENTS.override.md", // read before AGENTS.md
-	".codex/.env",               // loaded into Codex's environment at start: proxies, LD_PRELOAD
-	".codex/*.config.toml",      // codex --profile NAME's config; a new one is named after exit
+	".codex/AGENTS.override.md",                                            // read before AGENTS.md
+	".codex/.env",                                                          // loaded into Codex's environment at start: proxies, LD_PRELOAD
+	".codex/*.config.toml",                                                 // codex --profile NAME's config; a new one is named after exit
+	".codex/packages/", ".codex/bin/", ".codex/versions/", ".codex/tools/", // a standalone install's codex and its tools
 	// Gemini CLI
 	".gemini/settings.json", ".gemini/GEMINI.md", ".gemini/extensions/", ".gemini/commands/", ".gemini/policies/",
 	".gemini/trustedFolders.json", ".gemini/trusted_hooks.json", ".gemini/.env", ".gemini/bin/",
