@@ -35,37 +35,58 @@ import (
 var agentCommandPaths = []string{
 	// Claude Code
 	".claude/settings.json", ".claude/settings.local.json", ".claude/hooks/", ".claude/plugins/",
-	".claude/local/",    // the claude an older install's alias runs
-	".claude/CLAUDE.md", // instructions every later session follows, unjailed too
+	".claude/local/",                      // the claude an older install's alias runs
+	".claude/CLAUDE.md", ".claude/rules/", // instructions every later session follows, unjailed too
 	".claude/commands/", ".claude/agents/", ".claude/skills/",
 	".claude/backups/", // copies of ~/.claude.json Claude Code tells the user to restore
 	// OpenAI Codex
 	".codex/config.toml", ".codex/rules/", ".codex/AGENTS.md", ".codex/hooks.json", ".codex/hooks/", ".codex/plugins/",
+	".codex/AGENTS.override.md",                                            // read before AGENTS.md
+	".codex/.env",                                                          // loaded into Codex's environment at start: proxies, LD_PRELOAD
+	".codex/*.config.toml",                                                 // codex --profile NAME's config; a new one is named after exit
+	".codex/packages/", ".codex/bin/", ".codex/versions/", ".codex/tools/", // a standalone install's codex and its tools
 	// Gemini CLI
 	".gemini/settings.json", ".gemini/GEMINI.md", ".gemini/extensions/", ".gemini/commands/", ".gemini/policies/",
 	".gemini/trustedFolders.json", ".gemini/trusted_hooks.json", ".gemini/.env", ".gemini/bin/",
+	".gemini/agents/", ".gemini/skills/", // subagents declare MCP servers; skills
+	".gemini/acknowledgments/", ".gemini/policy_integrity.json", // project agents and policies the user approved
+	".gemini/history/", // checkpoints' shadow git repositories, whose config (filters, aliases) git obeys outside
 	// OpenCode
 	".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".config/opencode/config.json",
 	".config/opencode/plugin/", ".config/opencode/plugins/", ".config/opencode/tool/", ".config/opencode/tools/",
 	".config/opencode/command/", ".config/opencode/commands/", ".config/opencode/agent/", ".config/opencode/agents/",
 	".config/opencode/node_modules/", ".config/opencode/package.json", ".config/opencode/bun.lock",
+	".config/opencode/mode/", ".config/opencode/modes/", // agents too, with their permissions
+	".config/opencode/skill/", ".config/opencode/skills/", ".config/opencode/AGENTS.md",
 	// Others with a built-in profile
 	".config/amp/settings.json", ".config/amp/settings.jsonc", // read when settings.json is missing
 	".config/amp/plugins/", ".config/amp/skills/", // plugin code Amp runs; skills
 	".copilot/hooks/", ".copilot/mcp-config.json", ".copilot/lsp-config.json", ".copilot/installed-plugins/",
 	".copilot/settings.json", ".copilot/extensions/", ".copilot/permissions-config.json", // hooks, commands, loaded code, approvals
 	".copilot/agents/", ".copilot/skills/", ".copilot/copilot-instructions.md",
+	".copilot/pkg/", // newer versions of itself, run in its place
 	".cursor/mcp.json", ".cursor/hooks.json", ".cursor/hooks/", ".cursor/extensions/", ".cursor/cli-config.json",
 	".config/goose/config.yaml", ".config/goose/permission.yaml",
 	".pi/agent/extensions/", ".pi/agent/mcp.json",
 	".pi/agent/settings.json", ".pi/agent/models.json", // shellPath, shellCommandPrefix, packages; providers' baseUrl
 	".pi/agent/bin/", ".pi/agent/tools/", ".pi/agent/git/", // first on every command's PATH; installed packages
 	".pi/agent/skills/", ".pi/agent/prompts/", ".pi/agent/SYSTEM.md", ".pi/agent/APPEND_SYSTEM.md",
+	".pi/agent/AGENTS.md", ".pi/agent/AGENTS.MD", ".pi/agent/CLAUDE.md", ".pi/agent/CLAUDE.MD", // in every system prompt
 	".aider.conf.yml",
 }
 
+// agentPrivateDirs are the directories in the home where an agent keeps
+// state for one session only that its later runs still execute: Claude
+// Code sources every ~/.claude/session-env/SESSION/*-hook-N.sh before
+// each Bash command of that session, and resuming a session (--continue,
+// --resume) keeps its ID. The agent must write there as it runs, so
+// wherever the jail may write them they are a private empty directory,
+// thrown away after exit.
+var agentPrivateDirs = []string{".claude/session-env"}
+
 // AgentCommandPaths are the agents' command-bearing home paths under home
-// (an entry of the list ending in "/" is a directory),
+// (an entry of the list ending in "/" is a directory; one with glob
+// characters holds its matches at start and names new ones after exit),
 // kept read-only by the planner whatever makes their parent writable.
 func AgentCommandPaths(home string) []string {
 	out := make([]string, 0, len(agentCommandPaths))

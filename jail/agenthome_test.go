@@ -475,8 +475,8 @@ func TestAgentCommandPathsReadOnly(t *testing.T) {
 	}
 	// Interest asks about the agent paths of the trees the jail shows,
 	// and about no others: start-up stats only what can matter.
-	paths, _ := Interest(&pol, "/home/u")
-	asked := " " + strings.Join(paths, " ") + " "
+	paths, patterns := Interest(&pol, "/home/u")
+	asked := " " + strings.Join(append(paths, patterns...), " ") + " "
 	for _, want := range AgentCommandPaths("/home/u") {
 		shown := strings.HasPrefix(want, "/home/u/.claude/") || strings.HasPrefix(want, "/home/u/.codex/")
 		if got := strings.Contains(asked, " "+want+" "); got != shown {

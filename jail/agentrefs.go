@@ -11,14 +11,34 @@ import (
 
 // agentSettings are the agents' settings files whose strings name the
 // programs the agent runs: hooks, status lines, key helpers, MCP servers.
+// A name with glob characters stands for every file it matches. A file
+// that is not JSON (JSONC, TOML, YAML) is read as text, word by word.
 var agentSettings = []string{
-	".claude/settings.json", ".claude/settings.local.json", ".gemini/settings.json",
-	".cursor/mcp.json", ".config/opencode/opencode.json",
+	".claude/settings.json", ".claude/settings.local.json", ".claude.json", ".gemini/settings.json",
+	".cursor/mcp.json", ".cursor/hooks.json", ".cursor/cli-config.json",
+	".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".config/opencode/config.json",
+	".codex/config.toml", ".codex/*.config.toml", ".codex/hooks.json",
+	".copilot/mcp-config.json", ".copilot/lsp-config.json", ".copilot/config.json", ".copilot/settings.json",
+	".config/amp/settings.json", ".config/amp/settings.jsonc",
+	".pi/agent/settings.json", ".pi/agent/mcp.json",
+	".config/goose/config.yaml", ".aider.conf.yml",
+}
+
+// settingsFiles are the host files of agentSettings entry rel.
+func settingsFiles(home, rel string) []string {
+	p := filepath.Join(home, rel)
+	if !HasMeta(rel) {
+		return []string{p}
+	}
+	m, _ := filepath.Glob(p)
+	return m
 }
 
 // maxSettings bounds how much of a settings file is read for the programs
-// it names.
-const maxSettings = 4 << 20
+// it names: as much as an agent file jail merges back may hold, so that a
+// jailed run that grows ~/.claude.json cannot keep the next jail from
+// starting.
+const maxSettings = 64 << 20
 
 // referencedPrograms returns the files in the home that the agents'
 // settings files name as programs to run (~/.claude/statusline.sh, a hook
@@ -30,18 +50,19 @@ const maxSettings = 4 << 20
 func referencedPrograms(home string, shown []string) ([]string, error) {
 	var out []string
 	for _, rel := range agentSettings {
-		p := filepath.Join(home, rel)
-		if !related(p, shown) {
-			continue
-		}
-		strs, err := settingsStrings(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range strs {
-			for _, f := range homePaths(s, home) {
-				if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
-					out = append(out, f)
+		for _, p := range settingsFiles(home, rel) {
+			if !related(p, shown) {
+				continue
+			}
+			strs, err := settingsStrings(p, keptKeys(rel))
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range strs {
+				for _, f := range homePaths(s, home) {
+					if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
+						out = append(out, f)
+					}
 				}
 			}
 		}
@@ -49,10 +70,26 @@ func referencedPrograms(home string, shown []string) ([]string, error) {
 	return union(nil, out), nil
 }
 
-// settingsStrings returns every string value of a JSON file: none when it
-// is missing or not JSON (the agent runs nothing from it then either), an
-// error when it is larger than jail reads.
-func settingsStrings(path string) ([]string, error) {
+// keptKeys are the keys of agent file rel that keep the host's value
+// whatever a jailed run writes (nil for a settings file jail keeps
+// read-only as a whole): only what they hold was written by the user, the
+// rest may have been by a jailed run, which must not make files read-only
+// at will (~/.claude.json itself, a sign-in file).
+func keptKeys(rel string) map[string]bool {
+	for _, a := range agentFiles {
+		if a.Rel == rel {
+			return set(a.Protected)
+		}
+	}
+	return nil
+}
+
+// settingsStrings returns every string value of a JSON file (with kept
+// set, only those held at any depth by a kept key), or the whole text of
+// a file that is not JSON (JSONC, TOML, YAML: its words are looked at one
+// by one): none when it is missing, an error when it is larger than jail
+// reads.
+func settingsStrings(path string, kept map[string]bool) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil
@@ -67,25 +104,30 @@ func settingsStrings(path string) ([]string, error) {
 	}
 	var v any
 	if json.Unmarshal(b, &v) != nil { // nesting is bounded by the decoder
-		return nil, nil
+		if kept != nil {
+			return nil, nil // an agent file that is not JSON runs nothing
+		}
+		return []string{string(b)}, nil
 	}
 	var out []string
-	var walk func(any)
-	walk = func(v any) {
+	var walk func(v any, in bool)
+	walk = func(v any, in bool) {
 		switch t := v.(type) {
 		case string:
-			out = append(out, t)
+			if in {
+				out = append(out, t)
+			}
 		case []any:
 			for _, e := range t {
-				walk(e)
+				walk(e, in)
 			}
 		case map[string]any:
-			for _, e := range t {
-				walk(e)
+			for k, e := range t {
+				walk(e, in || kept[k])
 			}
 		}
 	}
-	walk(v)
+	walk(v, kept == nil)
 	return out, nil
 }
 

@@ -1022,6 +1022,12 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 			p.Landlock = append(p.Landlock, LandlockRule{Path: a.Inside, Access: "write"})
 		}
 	}
+	for _, rel := range agentPrivateDirs {
+		path := filepath.Join(f.Home, rel)
+		if b, ok := cover(path); ok && b.writable && p.OverlayHome == "" && !roSet[path] && !coveredBy(path, roSet) && !maskSet[path] && !coveredBy(path, maskSet) {
+			p.Ops = append(p.Ops, Op{Kind: "tmpfs", Dest: path, Why: "agent session state: private, thrown away after exit"})
+		}
+	}
 	p.Ops = append(p.Ops, agentOps...)
 	planSignIn(p, f.Home, f.SessionDir, f.StateDir, func(path string) (signInSpot, bool) {
 		in := f.info(path)
