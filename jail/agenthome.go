@@ -50,7 +50,7 @@ var agentCommandPaths = []string{
 	".gemini/trustedFolders.json", ".gemini/trusted_hooks.json", ".gemini/.env", ".gemini/bin/",
 	".gemini/agents/", ".gemini/skills/", // subagents declare MCP servers; skills
 	".gemini/acknowledgments/", ".gemini/policy_integrity.json", // project agents and policies the user approved
-	".gemini/history/", // checkpoints' shadow git repositories, whose config (filters, aliases) git obeys outside
+	".gemini/history/*/.git", // checkpoints' shadow repositories: git obeys their config (filters, aliases) outside; a new one is named after exit
 	// OpenCode
 	".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".config/opencode/config.json",
 	".config/opencode/plugin/", ".config/opencode/plugins/", ".config/opencode/tool/", ".config/opencode/tools/",
