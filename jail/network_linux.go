@@ -24,14 +24,6 @@ type netSession struct {
 	listeners []net.Listener
 }
 
-// systemBundles are where distributions keep the system CA bundle.
-var systemBundles = []string{
-	"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Arch
-	"/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL
-	"/etc/ssl/ca-bundle.pem",             // openSUSE
-	"/etc/ssl/cert.pem",                  // Alpine
-}
-
 // prepareNetwork makes what bubblewrap binds into the jail: the session
 // directory, the shared resolv.conf and the CA bundle. The proxy itself
 // starts later (serve), while bubblewrap builds the jail.
@@ -61,9 +53,11 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 		}
 		ns.ca = ca
 	}
-	if err := ensureBundle(n.Bundle, filepath.Join(n.CADir, "ca.pem")); err != nil {
-		ns.close()
-		return nil, err
+	if n.Bundle != "" {
+		if err := writeBundle(n.Bundle, filepath.Join(n.CADir, "ca.pem"), hostCAFile(os.Getenv)); err != nil {
+			ns.close()
+			return nil, err
+		}
 	}
 	return ns, nil
 }
@@ -167,47 +161,6 @@ func privateDir(dir string) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
 		return fmt.Errorf("%s is not a private directory of yours (mode %v); remove it and try again", dir, fi.Mode())
-	}
-	return nil
-}
-
-// ensureBundle writes the CA bundle the jail trusts (the system CAs plus
-// the jail CA) when it is missing or older than either source. Checking
-// costs three stats on the common path.
-func ensureBundle(path, caPath string) error {
-	var system string
-	for _, p := range systemBundles {
-		if _, err := os.Stat(p); err == nil {
-			system = p
-			break
-		}
-	}
-	if bi, err := os.Stat(path); err == nil {
-		fresh := true
-		for _, src := range []string{system, caPath} {
-			if si, err := os.Stat(src); src != "" && err == nil && si.ModTime().After(bi.ModTime()) {
-				fresh = false
-			}
-		}
-		if fresh {
-			return nil
-		}
-	}
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		return fmt.Errorf("reading the jail CA: %w", err)
-	}
-	var buf []byte
-	if system != "" {
-		b, err := os.ReadFile(system)
-		if err != nil {
-			return fmt.Errorf("reading the system CA bundle: %w", err)
-		}
-		buf = append(b, '\n')
-	}
-	buf = append(buf, caPEM...)
-	if err := proxy.WriteFileAtomic(path, buf, 0o644); err != nil {
-		return fmt.Errorf("writing the CA bundle: %w", err)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ type NetPlan struct {
 	SessionDir string // host: http.sock, socks.sock, pub/
 	CADir      string // host: the per-user CA
 	StateDir   string // host: the decision log
-	Bundle     string // host: system CAs + the jail CA
+	Bundle     string // host: the host's CAs + the jail CA, written for this session; "" when the jail CA alone is bound
 	Rules      NetworkConfig
 	Publish    []int
 	Forward    []int
@@ -1350,7 +1350,7 @@ func shellQuote(s string) string {
 }
 
 // caVars are the variables toolchains read for extra or replacement CA
-// bundles; all name the combined bundle (system CAs + the jail CA).
+// bundles; all name the bundle bound at CABundlePath (see trustOp).
 var caVars = []string{
 	"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
 	"PIP_CERT", "DENO_CERT", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "NIX_SSL_CERT_FILE", "HEX_CACERTS_PATH",
@@ -1369,7 +1369,7 @@ func ResolvConf(sessionDir string) string {
 // clients at them.
 func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 	n := &NetPlan{
-		SessionDir: f.SessionDir, CADir: f.CADir, StateDir: f.StateDir, Bundle: f.Bundle,
+		SessionDir: f.SessionDir, CADir: f.CADir, StateDir: f.StateDir,
 		Rules: pol.Network, Publish: pol.Publish, Forward: pol.Forward,
 	}
 	n.Rules.Allow = union(n.Rules.Allow, pol.Registries)
@@ -1385,7 +1385,7 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 	n.Registries = pol.Registries
 	ops := []Op{
 		{Kind: "ro-bind", Src: f.SessionDir, Dest: NetDir, Why: "proxy sockets"},
-		{Kind: "ro-bind", Src: f.Bundle, Dest: CABundlePath, Why: "system CAs + jail CA"},
+		trustOp(pol, f, n),
 	}
 	if in := f.info("/etc/resolv.conf"); in.Exists && in.Link == "" {
 		// The namespace has no route to the host's name servers anyway;
