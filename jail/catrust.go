@@ -9,7 +9,10 @@ import "path/filepath"
 // parse their whole bundle on every connection (curl, Python, OpenSSL 3)
 // then parse one certificate, not a few hundred. Passthrough tunnels and
 // forwarded ports reach servers with their own certificates, so then the
-// host's CAs are bound too, in a bundle written for the session.
+// host's CAs are bound too, in a bundle written for the session. (A
+// server-speaks-first protocol's STARTTLS, tunnelled raw, still finds the
+// system CAs: OpenSSL and Go also look in the host's hashed /etc/ssl/certs,
+// and Node keeps its built-in roots.)
 func trustOp(pol *Policy, f *Facts, n *NetPlan) Op {
 	if len(pol.Network.Passthrough) == 0 && len(pol.Forward) == 0 {
 		return Op{Kind: "ro-bind", Src: filepath.Join(f.CADir, "ca.pem"), Dest: CABundlePath, Why: "jail CA: every TLS connection is intercepted"}
