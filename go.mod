@@ -11,6 +11,9 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
+require (
+	golang.org/x/text v0.43.0 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
+)
 
 tool github.com/cilium/ebpf/cmd/bpf2go

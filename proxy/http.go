@@ -396,12 +396,24 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		s.holdResponse(resp, respMem)
 		redacting, buffered = s.sec().redactBody(resp)
 	}
+	if req.ProtoMajor == 2 && bodyAllowed(req.Method, resp.StatusCode) {
+		// An HTTP/2 stream's answer goes chunked, whose end can carry
+		// the trailers.
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+	}
 	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
 		if req.ProtoAtLeast(1, 1) {
 			resp.TransferEncoding = []string{"chunked"}
 		} else {
 			resp.Close = true
 		}
+	}
+	if resp.Trailer == nil && len(resp.TransferEncoding) > 0 {
+		// Trailers an upstream sends undeclared (an HTTP/2 server's
+		// gRPC status) land here as the body ends, to be redacted and
+		// sent on.
+		resp.Trailer = http.Header{}
 	}
 	down := &flushingBody{rc: resp.Body, w: bw}
 	switch {
@@ -1004,6 +1016,10 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	if err != nil {
 		e.Verdict, e.Reason = verdictError, fmt.Sprintf("TLS handshake with the client: %v (a client that does not trust the jail CA fails here)", err)
 		s.record(e)
+		return
+	}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		s.serveH2(tc, t)
 		return
 	}
 	cc.startBatching()
