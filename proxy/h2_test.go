@@ -129,6 +129,8 @@ func TestH2Intercepted(t *testing.T) {
 		t.Errorf("the upstream got %d requests, want 2 (the refused ones must not reach it)", len(*protos))
 	}
 	e.entry(t, func(x Entry) bool { return x.Path == "/big" && x.Verdict == verdictAllow })
-	e.entry(t, func(x Entry) bool { return x.Host == "evil.test" && x.Verdict == verdictDeny && x.Reason == "host header mismatch" })
+	e.entry(t, func(x Entry) bool {
+		return x.Host == "evil.test" && x.Verdict == verdictDeny && x.Reason == "host header mismatch"
+	})
 	noValues(t, e)
 }
