@@ -40,7 +40,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, t *target) 
 	r.Header.Del("Expect")
 	pr, pw := io.Pipe()
 	bw := bufio.NewWriterSize(pw, writeBufSize)
-	cl := &client{conn: nil, raw: pw, bw: bw, tunnel: t, scheme: "https"}
+	cl := &client{raw: pw, bw: bw, tunnel: t, scheme: "https", ctx: r.Context()}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -69,6 +69,9 @@ func relayResponse(w http.ResponseWriter, r *http.Request, pr io.Reader) error {
 	removeHopByHop(h)
 	w.WriteHeader(resp.StatusCode)
 	f, _ := w.(http.Flusher)
+	if f != nil {
+		f.Flush() // the head goes now: a stream may wait long for its first byte
+	}
 	buf := make([]byte, writeBufSize)
 	for {
 		n, rerr := resp.Body.Read(buf)

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -133,4 +134,76 @@ func TestH2Intercepted(t *testing.T) {
 		return x.Host == "evil.test" && x.Verdict == verdictDeny && x.Reason == "host header mismatch"
 	})
 	noValues(t, e)
+}
+
+// TestH2StreamsAndResets: a response the upstream streams reaches the
+// HTTP/2 client part by part, and a stream the client resets ends the
+// upstream request it was waiting on instead of holding it open.
+func TestH2StreamsAndResets(t *testing.T) {
+	t.Parallel()
+	upCA := memCA(t)
+	ended := make(chan struct{})
+	proceed := make(chan struct{})
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/stream":
+			io.WriteString(w, "first\n")
+			w.(http.Flusher).Flush()
+			<-proceed
+			io.WriteString(w, "second\n")
+		case "/hang":
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			close(ended)
+		}
+	}))
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	up.EnableHTTP2 = true
+	up.TLS = &tls.Config{GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		return upCA.Leaf(hello.ServerName, key)
+	}}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	e := newEnv(t, Config{
+		Rules:    Rules{Allow: []string{"api.test"}, Hosts: map[string]string{"api.test": up.Listener.Addr().String()}},
+		Upstream: &tls.Config{RootCAs: pool(upCA)},
+	})
+	c := h2Client(t, e, "api.test")
+
+	resp, err := c.Get("https://api.test/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	got := make(chan error, 1)
+	go func() { _, err := io.ReadFull(resp.Body, buf); got <- err }()
+	select {
+	case err := <-got:
+		if err != nil || string(buf) != "first\n" {
+			t.Errorf("first part: %q, %v", buf, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the first part of a streamed response was held back until the stream ended")
+	}
+	close(proceed)
+	rest, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(rest) != "second\n" {
+		t.Errorf("rest of the stream: %q", rest)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.test/hang", nil)
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("a stream reset by the client left its upstream request open")
+	}
 }

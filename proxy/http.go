@@ -68,6 +68,9 @@ type client struct {
 	// all for it, in scheme; nil on the proxy connection itself.
 	tunnel *target
 	scheme string
+	// ctx, when set, ends the upstream request with it: an HTTP/2
+	// stream's, done when the client resets the stream.
+	ctx context.Context
 }
 
 // nextRequest waits for cl's next request: Idle for its first byte, then
@@ -305,7 +308,11 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.WithValue(s.ctx, targetKey{}, t))
+	base := s.ctx
+	if cl.ctx != nil {
+		base = cl.ctx
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(base, targetKey{}, t))
 	defer cancel()
 	var upConn *upstreamConn
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
@@ -434,8 +441,14 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			down.ready = func() bool { return redacting.ended || upConn.r.Buffered() >= need }
 		}
 	}
-	if s.sec() != nil && s.sec().vals != nil && resp.Trailer != nil {
-		down.end = func() { s.sec().redactHeader(resp.Trailer) }
+	if resp.Trailer != nil {
+		down.end = func() {
+			// Framing and routing fields have no meaning in a trailer.
+			dropControlTrailers(resp.Trailer)
+			if s.sec() != nil && s.sec().vals != nil {
+				s.sec().redactHeader(resp.Trailer)
+			}
+		}
 	}
 	resp.Body = down
 	err = resp.Write(writerOnly{bw})
