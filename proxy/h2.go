@@ -47,19 +47,24 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, t *target) 
 		s.forward(cl, r, "")
 		pw.CloseWithError(bw.Flush())
 	}()
-	err := relayResponse(w, r, pr)
+	began, err := relayResponse(w, r, pr)
 	pr.CloseWithError(err) // forward's writes fail from now on
 	<-done
+	if began && err != nil {
+		// A cut answer must not end as if it were whole: the stream is
+		// reset.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // relayResponse copies one HTTP/1.1 response read from pr to an HTTP/2
 // stream, flushing every read so that a streamed answer reaches the client
-// as it comes.
-func relayResponse(w http.ResponseWriter, r *http.Request, pr io.Reader) error {
+// as it comes. began reports whether the head was sent.
+func relayResponse(w http.ResponseWriter, r *http.Request, pr io.Reader) (began bool, err error) {
 	resp, err := http.ReadResponse(bufio.NewReaderSize(pr, readBufSize), r)
 	if err != nil {
 		http.Error(w, "jail: no answer\n", http.StatusBadGateway)
-		return err
+		return false, err
 	}
 	defer resp.Body.Close()
 	h := w.Header()
@@ -77,7 +82,7 @@ func relayResponse(w http.ResponseWriter, r *http.Request, pr io.Reader) error {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			if _, err := w.Write(buf[:n]); err != nil {
-				return err
+				return true, err
 			}
 			if f != nil {
 				f.Flush()
@@ -87,11 +92,11 @@ func relayResponse(w http.ResponseWriter, r *http.Request, pr io.Reader) error {
 			break
 		}
 		if rerr != nil {
-			return rerr
+			return true, rerr
 		}
 	}
 	for k, vv := range resp.Trailer {
 		h[http.TrailerPrefix+k] = vv
 	}
-	return nil
+	return true, nil
 }

@@ -207,3 +207,34 @@ func TestH2StreamsAndResets(t *testing.T) {
 		t.Error("a stream reset by the client left its upstream request open")
 	}
 }
+
+// TestH2CutAnswer: an upstream that dies in the middle of its body must
+// not look to the HTTP/2 client like a whole, shorter answer: the stream
+// is reset.
+func TestH2CutAnswer(t *testing.T) {
+	t.Parallel()
+	upCA := memCA(t)
+	up := newUpstream(t, upCA, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "only the start")
+		w.(http.Flusher).Flush()
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	})
+	e := newEnv(t, Config{
+		Rules:    Rules{Allow: []string{"api.test"}, Hosts: map[string]string{"api.test": up.addr()}},
+		Upstream: &tls.Config{RootCAs: pool(upCA)},
+	})
+	resp, err := h2Client(t, e, "api.test").Get("https://api.test/cut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Errorf("a cut answer reached the HTTP/2 client as whole: %q", b)
+	}
+}
