@@ -13,12 +13,20 @@ import (
 // have open at once, each of which may hold request memory.
 const h2MaxStreams = 64
 
+// h2StreamWindow is how much of a request body a stream may send ahead of
+// the proxy's reads.
+const h2StreamWindow = 64 << 10
+
 // serveH2 serves an intercepted connection whose client chose HTTP/2 by
 // ALPN: every stream is one request through forward, the same decision,
 // injection, redaction, limits and log entry as a request over HTTP/1.1,
 // for the tunnel's target only.
 func (s *Server) serveH2(tc *tls.Conn, t *target) {
-	srv := &http2.Server{MaxConcurrentStreams: h2MaxStreams, IdleTimeout: s.timeouts.Idle}
+	// Every stream gets a window of its own within the connection's, so
+	// that a body not read yet (its request waiting for memory) cannot
+	// stall the others on the connection.
+	srv := &http2.Server{MaxConcurrentStreams: h2MaxStreams, IdleTimeout: s.timeouts.Idle,
+		MaxUploadBufferPerStream: h2StreamWindow, MaxUploadBufferPerConnection: h2MaxStreams * h2StreamWindow}
 	srv.ServeConn(tc, &http2.ServeConnOpts{
 		Context:    s.ctx,
 		BaseConfig: &http.Server{MaxHeaderBytes: readBufSize},
