@@ -68,6 +68,9 @@ type client struct {
 	// all for it, in scheme; nil on the proxy connection itself.
 	tunnel *target
 	scheme string
+	// ctx, when set, ends the upstream request with it: an HTTP/2
+	// stream's, done when the client resets the stream.
+	ctx context.Context
 }
 
 // nextRequest waits for cl's next request: Idle for its first byte, then
@@ -305,7 +308,11 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.WithValue(s.ctx, targetKey{}, t))
+	base := s.ctx
+	if cl.ctx != nil {
+		base = cl.ctx
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(base, targetKey{}, t))
 	defer cancel()
 	var upConn *upstreamConn
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
@@ -396,12 +403,24 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		s.holdResponse(resp, respMem)
 		redacting, buffered = s.sec().redactBody(resp)
 	}
+	if req.ProtoMajor == 2 && bodyAllowed(req.Method, resp.StatusCode) {
+		// An HTTP/2 stream's answer goes chunked, whose end can carry
+		// the trailers.
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+	}
 	if bodyAllowed(req.Method, resp.StatusCode) && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
 		if req.ProtoAtLeast(1, 1) {
 			resp.TransferEncoding = []string{"chunked"}
 		} else {
 			resp.Close = true
 		}
+	}
+	if resp.Trailer == nil && len(resp.TransferEncoding) > 0 {
+		// Trailers an upstream sends undeclared (an HTTP/2 server's
+		// gRPC status) land here as the body ends, to be redacted and
+		// sent on.
+		resp.Trailer = http.Header{}
 	}
 	down := &flushingBody{rc: resp.Body, w: bw}
 	switch {
@@ -422,8 +441,14 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 			down.ready = func() bool { return redacting.ended || upConn.r.Buffered() >= need }
 		}
 	}
-	if s.sec() != nil && s.sec().vals != nil && resp.Trailer != nil {
-		down.end = func() { s.sec().redactHeader(resp.Trailer) }
+	if resp.Trailer != nil {
+		down.end = func() {
+			// Framing and routing fields have no meaning in a trailer.
+			dropControlTrailers(resp.Trailer)
+			if s.sec() != nil && s.sec().vals != nil {
+				s.sec().redactHeader(resp.Trailer)
+			}
+		}
 	}
 	resp.Body = down
 	err = resp.Write(writerOnly{bw})
@@ -1004,6 +1029,10 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	if err != nil {
 		e.Verdict, e.Reason = verdictError, fmt.Sprintf("TLS handshake with the client: %v (a client that does not trust the jail CA fails here)", err)
 		s.record(e)
+		return
+	}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		s.serveH2(tc, t)
 		return
 	}
 	cc.startBatching()

@@ -194,7 +194,7 @@ func New(cfg Config) (*Server, error) {
 
 	s.mitm = &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
+		NextProtos: []string{"h2", "http/1.1"},
 	}
 	var ticketKey [32]byte
 	if _, err := rand.Read(ticketKey[:]); err != nil {
