@@ -462,14 +462,9 @@ func treeWithin(tree string, limit int) bool {
 // readShebang returns the interpreter and optional argument of a "#!"
 // line, "" when the file has none.
 func readShebang(path string) (interp, arg string) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", ""
-	}
-	defer f.Close()
-	buf := make([]byte, 256) // as much as the kernel reads of a "#!" line
-	n, _ := io.ReadFull(f, buf)
-	line, ok := bytes.CutPrefix(buf[:n], []byte("#!"))
+	// As much as the kernel reads of a "#!" line; a FIFO or device under
+	// the name reads as nothing rather than blocking.
+	line, ok := bytes.CutPrefix(readPrefix(path, 256), []byte("#!"))
 	if !ok {
 		return "", ""
 	}

@@ -67,7 +67,6 @@ func Gather(pol *Policy, home, cwd string) (*Facts, error) {
 		SecretKey:     newSessionKey(),
 	}
 	f.CADir = filepath.Join(UserConfigDir(home, os.Getenv), "ca")
-	f.Bundle = filepath.Join(f.CADir, "bundle.pem")
 	f.StateDir = StateDir(home, os.Getenv)
 	f.SessionDir = filepath.Join(runtimeDir(), f.Session)
 	paths, patterns := Interest(pol, home)

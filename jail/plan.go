@@ -91,7 +91,6 @@ type Facts struct {
 	SessionDir string // host directory for this session's sockets
 	CADir      string // host directory of the per-user CA
 	StateDir   string // host directory of the decision log
-	Bundle     string // host path of the CA bundle the jail trusts
 }
 
 func (f *Facts) info(p string) PathInfo { return f.Paths[p] }

@@ -50,7 +50,7 @@ func fakeFacts(extra map[string]PathInfo, matches map[string][]string) *Facts {
 		},
 		Session: "s3ss10n", SecretKey: "r4nd0m",
 		SessionDir: "/run/user/1000/jail/s3ss10n", CADir: "/home/u/.config/jail/ca",
-		StateDir: "/home/u/.local/state/jail", Bundle: "/home/u/.config/jail/ca/bundle.pem",
+		StateDir: "/home/u/.local/state/jail",
 	}
 	f.Paths["/etc/resolv.conf"] = PathInfo{Exists: true}
 
