@@ -25,11 +25,58 @@ func ProgramCapture(port int) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("capture: bad port %d", port)
 	}
+	if err := enterOwnNetns(); err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	return programNetns(port)
+}
+
+// programNetns sets up the capture in the current network namespace.
+func programNetns(port int) error {
+	if err := setLinkUp("lo"); err != nil {
+		return fmt.Errorf("capture: bringing lo up: %w", err)
+	}
 	if err := addDefaultRouteLo(); err != nil {
 		return fmt.Errorf("capture: adding a default route on lo: %w", err)
 	}
 	if err := addRedirect(port); err != nil {
 		return fmt.Errorf("capture: programming nftables: %w", err)
+	}
+	return nil
+}
+
+// enterOwnNetns moves every thread of init into a new network namespace
+// of init's own user namespace. bubblewrap made the jail's network
+// namespace in an outer user namespace and runs init in a nested one (so
+// that the command cannot make more): there, init's CAP_NET_ADMIN does
+// not reach the jail's network. The new namespace is as empty (a loopback
+// only); the old one is left with nothing in it. Namespaces are per
+// thread: one thread unshares, then all join it, which the Go runtime can
+// do only when built without cgo; otherwise this thread goes back and the
+// capture is not made.
+func enterOwnNetns() error {
+	old, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the network namespace: %w", err)
+	}
+	defer unix.Close(old)
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("making a network namespace: %w", err)
+	}
+	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		defer unix.Close(fd)
+		if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(fd), unix.CLONE_NEWNET, 0); errno != 0 {
+			err = errno
+		}
+	}
+	if err != nil {
+		if berr := unix.Setns(old, unix.CLONE_NEWNET); berr != nil {
+			// This thread, which forks the command, is in a namespace the
+			// bridge is not: fail rather than run without a network.
+			panic(fmt.Sprintf("init: returning to the jail's network namespace: %v", berr))
+		}
+		return fmt.Errorf("moving every thread to the new network namespace: %w", err)
 	}
 	return nil
 }
@@ -70,19 +117,21 @@ func addRedirect(port int) error {
 	return c.Flush()
 }
 
-// addDefaultRouteLo adds "default dev lo src 127.0.0.1" to the main IPv4 table over
-// rtnetlink, and waits for the kernel's answer.
+// setLinkUp sets an interface up over rtnetlink.
+func setLinkUp(name string) error {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return err
+	}
+	msg := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: int32(ifc.Index), Flags: unix.IFF_UP, Change: unix.IFF_UP}
+	return rtnetlink(unix.RTM_NEWLINK, 0, unsafe.Slice((*byte)(unsafe.Pointer(&msg)), unix.SizeofIfInfomsg))
+}
+
+// addDefaultRouteLo adds "default dev lo src 127.0.0.1" to the main IPv4
+// table.
 func addDefaultRouteLo() error {
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
-		return err
-	}
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
 	rt := unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
@@ -93,8 +142,21 @@ func addDefaultRouteLo() error {
 	// Connections leave from 127.0.0.1: lo's address is of host scope,
 	// which the kernel would not pick for a route of link scope.
 	body = append(body, rtattr(unix.RTA_PREFSRC, []byte{127, 0, 0, 1})...)
-	hdr := unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr + len(body)), Type: unix.RTM_NEWROUTE,
-		Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | unix.NLM_F_CREATE | unix.NLM_F_EXCL, Seq: 1}
+	return rtnetlink(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
+}
+
+// rtnetlink sends one request and waits for the kernel's answer.
+func rtnetlink(typ, flags uint16, body []byte) error {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return err
+	}
+	hdr := unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr + len(body)), Type: typ,
+		Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | flags, Seq: 1}
 	msg := append(unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unix.SizeofNlMsghdr), body...)
 	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
