@@ -25,10 +25,23 @@ func ProgramCapture(port int) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("capture: bad port %d", port)
 	}
-	if err := enterOwnNetns(); err != nil {
+	old, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("capture: opening the network namespace: %w", err)
+	}
+	defer unix.Close(old)
+	if err := enterOwnNetns(old); err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}
-	return programNetns(port)
+	if err := programNetns(port); err != nil {
+		// Back, every thread, to the jail's namespace, where the bridge
+		// serves the proxy variables as without the capture.
+		if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(old), unix.CLONE_NEWNET, 0); errno != 0 {
+			panic(fmt.Sprintf("init: returning to the jail's network namespace: %v", errno))
+		}
+		return err
+	}
+	return nil
 }
 
 // programNetns sets up the capture in the current network namespace.
@@ -47,19 +60,14 @@ func programNetns(port int) error {
 
 // enterOwnNetns moves every thread of init into a new network namespace
 // of init's own user namespace. bubblewrap made the jail's network
-// namespace in an outer user namespace and runs init in a nested one (so
-// that the command cannot make more): there, init's CAP_NET_ADMIN does
-// not reach the jail's network. The new namespace is as empty (a loopback
-// only); the old one is left with nothing in it. Namespaces are per
-// thread: one thread unshares, then all join it, which the Go runtime can
-// do only when built without cgo; otherwise this thread goes back and the
-// capture is not made.
-func enterOwnNetns() error {
-	old, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("opening the network namespace: %w", err)
-	}
-	defer unix.Close(old)
+// namespace (old) in an outer user namespace and runs init in a nested
+// one (so that the command cannot make more): there, init's CAP_NET_ADMIN
+// does not reach the jail's network. The new namespace is as empty (a
+// loopback only); the old one is left with nothing in it. Namespaces are
+// per thread: one thread unshares, then all join it, which the Go runtime
+// can do only when built without cgo; otherwise this thread goes back and
+// the capture is not made.
+func enterOwnNetns(old int) error {
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("making a network namespace: %w", err)
 	}
@@ -72,8 +80,8 @@ func enterOwnNetns() error {
 	}
 	if err != nil {
 		if berr := unix.Setns(old, unix.CLONE_NEWNET); berr != nil {
-			// This thread, which forks the command, is in a namespace the
-			// bridge is not: fail rather than run without a network.
+			// This thread, which forks the command, would be in a
+			// namespace the bridge is not in.
 			panic(fmt.Sprintf("init: returning to the jail's network namespace: %v", berr))
 		}
 		return fmt.Errorf("moving every thread to the new network namespace: %w", err)
