@@ -20,7 +20,9 @@ import (
 // and an nftables nat output chain redirecting TCP to the port, in the
 // jail's own network namespace. It needs CAP_NET_ADMIN there, which init
 // drops right after. IPv6 gets no route: an IPv6 connection fails with
-// "network unreachable".
+// "network unreachable". UDP is not captured: it reaches nothing, and
+// names still resolve only at the proxy (a resolver inside the jail, fed
+// by the proxy's rules, would let these programs use names too).
 func ProgramCapture(port int) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("capture: bad port %d", port)
