@@ -218,3 +218,38 @@ print("##forge=" + (d.split(b"\r\n")[0].decode(errors="replace") or "closed"))
 		}
 	})
 }
+
+// The command cannot change the capture: no capability over the jail's
+// network (route, link, netfilter) and no user namespace of its own in
+// which to get one. `jail check` reports the capture working here.
+func TestCaptureCannotBeChanged(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		setupNet(t, s, "")
+		r := s.Sh(`
+			ip route del default 2>/dev/null; echo "##route-del=$?"
+			ip route add 10.0.0.0/8 dev lo 2>/dev/null; echo "##route-add=$?"
+			ip link set lo down 2>/dev/null; echo "##link-down=$?"
+			unshare -rn true 2>/dev/null; echo "##unshare=$?"
+			python3 -c '
+import socket
+try:
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
+    print("##nfnetlink=opened")
+except OSError as e:
+    print("##nfnetlink=" + type(e).__name__)
+'
+			ip route show default`)
+		for _, k := range []string{"route-del", "route-add", "link-down", "unshare"} {
+			wantKV(t, r, k, func(s string) bool { return s != "0" }, "a failure")
+		}
+		wantKV(t, r, "nfnetlink", func(s string) bool { return s != "opened" }, "refused")
+		if !strings.Contains(r.Stdout, "default dev lo") {
+			t.Errorf("the capture's default route is gone:\n%s", r)
+		}
+		if c := s.Jail("check"); !strings.Contains(c.Stdout, "ok    capture") {
+			t.Errorf("jail check does not report the capture working:\n%s", c)
+		}
+	})
+}
