@@ -88,7 +88,7 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret, 
 	for _, s := range []struct {
 		name  string
 		serve func(net.Listener) error
-	}{{"http.sock", ns.srv.ServeHTTP}, {"socks.sock", ns.srv.ServeSOCKS}} {
+	}{{"http.sock", ns.srv.ServeHTTP}, {"socks.sock", ns.srv.ServeSOCKS}, {"capture.sock", ns.srv.ServeCapture}} {
 		l, err := net.Listen("unix", filepath.Join(n.SessionDir, s.name))
 		if err != nil {
 			return fmt.Errorf("starting the proxy: %w", err)

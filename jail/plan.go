@@ -23,6 +23,7 @@ const (
 	CABundlePath = "/run/jail/ca.pem"
 	HTTPPort     = 3128 // the bridge's HTTP proxy port on the jail's loopback
 	SOCKSPort    = 1080 // the bridge's SOCKS5 port
+	CapturePort  = 3129 // where init redirects every other TCP connection
 )
 
 // NetPlan is the network side of a plan: the host proxy's policy and where
@@ -36,6 +37,7 @@ type NetPlan struct {
 	Publish    []int
 	Forward    []int
 	Relays     []Relay  // run by init inside the jail
+	Capture    Relay    // init's capture port, to the proxy's capture socket
 	Registries []string // allowed because the command's toolchain uses them
 	// DenyCommands are command.deny rules the proxy also enforces on the
 	// wire (git push over smart HTTP and SSH, npm publish).
@@ -889,6 +891,9 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 		var netOps []Op
 		p.Net, netOps, jailVars = planNetwork(pol, f)
 		base = append(base, netOps...)
+		// init programs the capture in the jail's network namespace, then
+		// drops it before anything else runs.
+		p.addCaps("CAP_NET_ADMIN", "CAP_SYS_ADMIN", "CAP_SETPCAP")
 		p.Landlock = append(p.Landlock,
 			LandlockRule{Path: NetDir, Access: "read"},
 			LandlockRule{Path: PubDir, Access: "write"},
@@ -902,7 +907,7 @@ func Build(pol *Policy, f *Facts, argv []string) (*Plan, error) {
 	if len(p.Mounts) > 0 && p.Mode == "" {
 		// init makes them in a mount namespace of its own, then drops
 		// these before anything else runs.
-		p.Namespaces = append(p.Namespaces, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP")
+		p.addCaps("CAP_SYS_ADMIN", "CAP_SETPCAP")
 	}
 	p.Ops = append(append(base, protect...), masks...)
 	sort.SliceStable(p.Landlock, func(i, j int) bool { return p.Landlock[i].Path < p.Landlock[j].Path })
@@ -1288,6 +1293,7 @@ func (p *Plan) String() string {
 		for _, r := range n.Relays {
 			fmt.Fprintf(&b, "  relay    %s\n", r)
 		}
+		fmt.Fprintf(&b, "  capture  every other TCP connection -> %s\n", n.Capture.Dial)
 	} else {
 		b.WriteString("\nnetwork: none (loopback only)\n")
 	}
@@ -1362,6 +1368,16 @@ func ResolvConf(sessionDir string) string {
 	return filepath.Join(filepath.Dir(sessionDir), "resolv.conf")
 }
 
+// addCaps adds to the capabilities bubblewrap leaves init those it does
+// not leave yet.
+func (p *Plan) addCaps(caps ...string) {
+	for _, c := range caps {
+		if !slices.Contains(p.Namespaces, c) {
+			p.Namespaces = append(p.Namespaces, "--cap-add", c)
+		}
+	}
+}
+
 // planNetwork wires the jail to the host proxy: the proxy's sockets and the
 // CA bundle bound in, a resolver that resolves nothing, the bridge relays
 // from loopback ports to the sockets, and the variables that point
@@ -1399,6 +1415,7 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", HTTPPort), Dial: "unix:" + NetDir + "/http.sock"},
 		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", SOCKSPort), Dial: "unix:" + NetDir + "/socks.sock"},
 	}
+	n.Capture = Relay{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", CapturePort), Dial: "unix:" + NetDir + "/capture.sock"}
 	for _, port := range pol.Publish {
 		n.Relays = append(n.Relays, Relay{Listen: fmt.Sprintf("unix:%s/%d.sock", PubDir, port), Dial: fmt.Sprintf("tcp:127.0.0.1:%d", port)})
 	}

@@ -133,7 +133,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		if ns, err = prepareNetwork(plan.Net); err != nil {
 			return 125, &ExitError{125, err}
 		}
-		spec.Relays, spec.WaitProxy = plan.Net.Relays, true
+		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
 	defer func() {
 		if summary := ns.close(); summary != "" {

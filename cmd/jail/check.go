@@ -23,6 +23,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 			verbose = true
 		case probeSeccompArg:
 			return probeSeccomp(stdout) // the child runSeccompProbe starts
+		case probeCaptureArg:
+			return probeCapture(stdout) // the child runCaptureProbe starts
 		default:
 			fmt.Fprintf(stderr, "jail: check takes only --verbose, got %q\n", a)
 			return 125
@@ -67,6 +69,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		add(false, true, "Landlock", "not available; fix: Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and landlock in the lsm= boot list, or run jail with --best-effort")
 	}
 	addSeccomp(runSeccompProbe(), add)
+	addCapture(add)
 	if hasEBPFCaps() {
 		add(true, false, "eBPF (learning)", "CAP_BPF and CAP_PERFMON present")
 	} else {

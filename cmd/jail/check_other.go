@@ -16,3 +16,11 @@ func runSeccompProbe() seccompReport {
 }
 
 func probeSeccomp(w io.Writer) int { return 125 }
+
+const probeCaptureArg = "--probe-capture"
+
+func probeCapture(w io.Writer) int { return 125 }
+
+func addCapture(add func(ok, required bool, name, detail string)) {
+	add(false, false, "capture", "transparent capture is a Linux feature")
+}

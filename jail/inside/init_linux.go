@@ -87,6 +87,13 @@ func Main() {
 		if err := applyMounts(spec.Mounts); err != nil {
 			fail(125, err)
 		}
+	}
+	// Transparent capture, with the CAP_NET_ADMIN bubblewrap left for it.
+	// Without it (a kernel without nftables' nat), the jail still runs:
+	// programs that honour the proxy variables reach the proxy, the others
+	// have no route out.
+	captured := spec.Capture.Listen != "" && ProgramCapture(CapturePort(spec.Capture)) == nil
+	if spec.OverlayHome != "" || len(spec.Mounts) > 0 || spec.Capture.Listen != "" {
 		if err := dropCapabilities(); err != nil {
 			fail(125, err)
 		}
@@ -121,6 +128,9 @@ func Main() {
 	relayErr := make(chan error, 1)
 	go func() {
 		_, err := StartRelays(spec.Relays, nil)
+		if err == nil && captured {
+			_, err = StartCapture(spec.Capture)
+		}
 		relayErr <- err
 	}()
 

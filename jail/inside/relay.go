@@ -109,3 +109,21 @@ func StartRelays(relays []Relay, onConn func(Relay, net.Conn)) ([]net.Listener, 
 	}
 	return ls, nil
 }
+
+// CapturePort is the port of r's listening address ("tcp:HOST:PORT"), 0
+// when it has none.
+func CapturePort(r Relay) int {
+	_, addr, err := splitAddr(r.Listen)
+	if err != nil {
+		return 0
+	}
+	_, p, _ := net.SplitHostPort(addr)
+	n := 0
+	for _, c := range p {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}

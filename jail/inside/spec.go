@@ -59,6 +59,12 @@ type InitSpec struct {
 	// overlay, in a mount namespace of its own, before it drops every
 	// capability: placeholders held read-only and directories pinned.
 	Mounts []Mount
+	// Capture: when Listen is set, init redirects every TCP connection
+	// the jail opens outside its loopback to this port and hands each,
+	// with its original destination, to Dial (the proxy's capture
+	// socket). Programs that ignore proxy variables are decided by the
+	// same rules.
+	Capture Relay
 }
 
 // Mount is one mount init makes: the tree at Path (with what is mounted
@@ -69,7 +75,7 @@ type Mount struct {
 	ReadOnly bool
 }
 
-const specMagic = "jailspec5"
+const specMagic = "jailspec6"
 
 // MarshalBinary encodes the spec: a magic string, then each field in
 // order; strings and byte slices as a uvarint length and the bytes, lists
@@ -120,6 +126,8 @@ func (s *InitSpec) MarshalBinary() ([]byte, error) {
 		str(m.Path)
 		boolean(m.ReadOnly)
 	}
+	str(s.Capture.Listen)
+	str(s.Capture.Dial)
 	return b, nil
 }
 
@@ -207,6 +215,7 @@ func (s *InitSpec) UnmarshalBinary(b []byte) error {
 	for i, n := 0, count(); i < n && !bad; i++ {
 		s.Mounts = append(s.Mounts, Mount{Path: str(), ReadOnly: boolean()})
 	}
+	s.Capture = Relay{Listen: str(), Dial: str()}
 	if bad || len(b) != 0 || len(s.Argv) == 0 {
 		return errSpec
 	}

@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"net/textproto"
+	"strconv"
+	"time"
+)
+
+// maxCaptureHeader caps the line that names a captured connection's
+// original destination.
+const maxCaptureHeader = 64
+
+// ServeCapture serves connections that the jail's bridge captured without
+// the client asking for a proxy: each starts with one line, the original
+// destination as "ip:port\n", then the client's bytes. A captured
+// connection is decided like a CONNECT to the name the client itself
+// sends (a TLS ClientHello's server name, a plain HTTP request's Host
+// header) or, when it sends neither, to the IP literal, which the rules
+// refuse unless they name it. The line is written by the bridge but any
+// jailed process can reach the socket and write its own: it decides
+// nothing that the client could not have asked for in a CONNECT.
+func (s *Server) ServeCapture(l net.Listener) error { return s.serve(l, s.serveCaptureConn, false) }
+
+func (s *Server) serveCaptureConn(c net.Conn) {
+	e := Entry{Time: time.Now(), Method: "CAPTURE", Scheme: "tcp"}
+	br := bufio.NewReaderSize(c, readBufSize)
+	dst, err := readCaptureHeader(c, br, s.timeouts.Header)
+	if err != nil {
+		e.Verdict, e.Reason = verdictDeny, "invalid host"
+		s.record(e)
+		return
+	}
+	port := int(dst.Port())
+	host := capturedName(c, br, s, dst.Addr())
+	e.Host, e.Port = host, port
+	if reason := s.sec().inHostName(host); reason != "" {
+		e.Host, e.Verdict, e.Rule, e.Reason = s.sec().redactString(host), verdictDeny, "secret", reason
+		s.record(e)
+		return
+	}
+	t, r := s.check(s.ctx, host, port, true)
+	if r != nil {
+		if n, ok := normalizeHost(host); ok {
+			e.Host = n.name
+		}
+		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason
+		s.record(e)
+		return
+	}
+	e.Host, e.Rule, e.Verdict = t.norm.name, t.rule, verdictAllow
+	s.open(c, br, t, e, func(err error) error { return err })
+}
+
+// readCaptureHeader reads the "ip:port\n" line before a captured stream.
+func readCaptureHeader(c net.Conn, br *bufio.Reader, d time.Duration) (netip.AddrPort, error) {
+	c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Time{})
+	var line []byte
+	for len(line) <= maxCaptureHeader {
+		b, err := br.ReadByte()
+		if err != nil {
+			return netip.AddrPort{}, err
+		}
+		if b == '\n' {
+			ap, err := netip.ParseAddrPort(string(line))
+			if err == nil && (ap.Port() == 0 || ap.Addr().Zone() != "") {
+				err = errors.New("captured destination: no port, or a zone")
+			}
+			return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), err
+		}
+		line = append(line, b)
+	}
+	return netip.AddrPort{}, errors.New("captured destination: line too long")
+}
+
+// capturedName is the name a captured client asks for in its first bytes:
+// the server name of its TLS ClientHello, the Host header of its plain
+// HTTP request (without a port), or else the IP literal it dialled.
+func capturedName(c net.Conn, br *bufio.Reader, s *Server, ip netip.Addr) string {
+	literal := ip.String()
+	first, err := peekWithin(c, br, 1, sniffTimeout)
+	if err != nil {
+		return literal // silent: a protocol in which the server speaks first
+	}
+	if first[0] == tlsRecord {
+		if name := peekServerName(c, br, s.timeouts.Header); name != "" {
+			return name
+		}
+		return literal
+	}
+	if !s.speaksHTTP(c, br) {
+		return literal
+	}
+	if name := peekHostHeader(c, br, s.timeouts.Header); name != "" {
+		return name
+	}
+	return literal
+}
+
+// peekServerName returns the server name of the ClientHello at the head
+// of br without consuming it ("" without one, or when it is not a
+// ClientHello).
+func peekServerName(c net.Conn, br *bufio.Reader, d time.Duration) string {
+	c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Time{})
+	for {
+		b, _ := br.Peek(br.Buffered())
+		_, sni, err := readClientHello(bytes.NewReader(b))
+		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			if err != nil {
+				return ""
+			}
+			return sni
+		}
+		if br.Buffered() == br.Size() {
+			return ""
+		}
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			return ""
+		}
+	}
+}
+
+// peekHostHeader returns the host of the Host header of the request at the
+// head of br without consuming it, or "" when there is none.
+func peekHostHeader(c net.Conn, br *bufio.Reader, d time.Duration) string {
+	c.SetReadDeadline(time.Now().Add(d))
+	head, err := peekHead(br)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return ""
+	}
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
+	if _, err := tp.ReadLine(); err != nil {
+		return ""
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return ""
+	}
+	host := h.Get("Host")
+	if name, port, err := net.SplitHostPort(host); err == nil {
+		if _, err := strconv.Atoi(port); err == nil {
+			return name
+		}
+		return ""
+	}
+	return host
+}
