@@ -315,7 +315,7 @@ func (s *Sandbox) curlLines(t *testing.T, args ...string) []string {
 type benchServers struct {
 	tls, plain net.Listener
 	inFlight   atomic.Int64
-	peak       atomic.Int64 // the most bulk answers in flight at once
+	peak       atomic.Int64  // the most bulk answers in flight at once
 	all        chan struct{} // closed when nbStreams streams are in flight
 	once       sync.Once
 }
