@@ -87,11 +87,14 @@ func TestNetBench(t *testing.T) {
 		t.Fatalf("an HTTPS request through the proxy variables did not get 200: %q\n%s", got, j.stderr())
 	}
 
+	if j.init = childOf(childOf(j.pid)); j.init == 0 {
+		t.Fatalf("the jail process %d has no init under its bwrap", j.pid)
+	}
 	var rows []benchRow
 	rows = append(rows, benchNewConn(t, direct, jailed, j, tlsDirect, tlsJail)...)
 	rows = append(rows, benchKeepAlive(t, direct, jailed, tlsDirect, tlsJail))
-	rows = append(rows, benchBulk(t, "bulk HTTPS through interception", direct, jailed, tlsDirect, tlsJail))
-	rows = append(rows, benchBulk(t, "plain HTTP bulk", direct, jailed, plainDirect, plainJail))
+	rows = append(rows, benchBulk(t, "bulk HTTPS through interception", j, direct, jailed, tlsDirect, tlsJail))
+	rows = append(rows, benchBulk(t, "plain HTTP bulk", j, direct, jailed, plainDirect, plainJail))
 	rows = append(rows, benchStreams(t, j, srv, tlsJail))
 	t.Log("network through the jail (capture, bridge, host proxy) against the same curl direct on the host, interleaved:")
 	for _, r := range rows {
@@ -196,8 +199,11 @@ func benchKeepAlive(t *testing.T, direct, jailed func(...string) []string, dURL,
 	return r
 }
 
-// benchBulk downloads nbBulkSize bytes per pair and reports MB/s.
-func benchBulk(t *testing.T, name string, direct, jailed func(...string) []string, dURL, jURL string) benchRow {
+// benchBulk downloads nbBulkSize bytes per pair and reports MB/s, and
+// the CPU time the host proxy and the jail's init (the bridge) spent on
+// the jailed downloads per 100 MB: on a busy machine the rates move with
+// the load, the CPU per byte much less.
+func benchBulk(t *testing.T, name string, j *benchShell, direct, jailed func(...string) []string, dURL, jURL string) benchRow {
 	r := benchRow{name: name, unit: "MB/s", higherBetter: true}
 	url := "/bulk?size=" + strconv.Itoa(nbBulkSize)
 	w := []string{"--http1.1", "-o", "/dev/null", "-w", "%{size_download} %{speed_download}\\n"}
@@ -215,11 +221,49 @@ func benchBulk(t *testing.T, name string, direct, jailed func(...string) []strin
 		}
 		return []float64{v / 1e6}
 	}
+	var proxyCPU, bridgeCPU time.Duration
 	for i := 0; i < nbBulkPairs; i++ {
 		r.direct = append(r.direct, rate(direct(append(w, dURL+url)...))...)
+		p0, b0 := cpuTime(t, j.pid), cpuTime(t, j.init)
 		r.jail = append(r.jail, rate(jailed(append(w, jURL+url)...))...)
+		proxyCPU += cpuTime(t, j.pid) - p0
+		bridgeCPU += cpuTime(t, j.init) - b0
 	}
+	per100MB := func(d time.Duration) float64 { return float64(d.Milliseconds()) / (nbBulkPairs * nbBulkSize / 100e6) }
+	r.note = fmt.Sprintf("; CPU per 100 MB: proxy %.0f ms, bridge %.0f ms", per100MB(proxyCPU), per100MB(bridgeCPU))
 	return r
+}
+
+// cpuTime is the user and system time pid has used (/proc/PID/stat, in
+// clock ticks of 10 ms).
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("reading the CPU time of %d: %v", pid, err)
+	}
+	// Fields after the command name, which may hold spaces: state is
+	// the first, utime the 12th, stime the 13th.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: no utime and stime: %q", pid, b)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// childOf is the first child of pid, 0 when it has none.
+func childOf(pid int) int {
+	ts, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range ts {
+		b, _ := os.ReadFile(f)
+		if fs := strings.Fields(string(b)); len(fs) > 0 {
+			n, _ := strconv.Atoi(fs[0])
+			return n
+		}
+	}
+	return 0
 }
 
 // benchStreams runs nbStreams bulk HTTPS downloads at once through the
@@ -371,11 +415,12 @@ func newBenchServers(t *testing.T, pki *testPKI) *benchServers {
 // line each, so that the jail starts once and every measurement goes
 // through the same session's bridge and proxy.
 type benchShell struct {
-	pid int // the host jail process, which runs the proxy
-	in  io.WriteCloser
-	out *bufio.Scanner
-	mu  sync.Mutex
-	err strings.Builder
+	pid  int // the host jail process, which runs the proxy
+	init int // the jail's init, which runs the bridge (bwrap's child)
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	mu   sync.Mutex
+	err  strings.Builder
 }
 
 // benchShellScript reads a command a line, runs it and marks its end. It
