@@ -2,8 +2,8 @@ package proxy
 
 import (
 	"bufio"
-	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 
 	"golang.org/x/net/http2"
@@ -21,7 +21,7 @@ const h2StreamWindow = 64 << 10
 // ALPN: every stream is one request through forward, the same decision,
 // injection, redaction, limits and log entry as a request over HTTP/1.1,
 // for the tunnel's target only.
-func (s *Server) serveH2(tc *tls.Conn, t *target) {
+func (s *Server) serveH2(tc net.Conn, t *target) {
 	// Every stream gets a window of its own within the connection's, so
 	// that a body not read yet (its request waiting for memory) cannot
 	// stall the others on the connection.

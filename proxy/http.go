@@ -1031,11 +1031,11 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 		s.record(e)
 		return
 	}
+	cc.startBatching()
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		s.serveH2(tc, t)
+		s.serveH2(batchedTLS{tc, cc}, t)
 		return
 	}
-	cc.startBatching()
 	raw := tlsWriter{tc, cc}
 	s.serveTunnel(&client{conn: tc, raw: raw, w: watched(c), br: bufio.NewReaderSize(tc, readBufSize), bw: bufio.NewWriterSize(raw, writeBufSize),
 		tunnel: t, scheme: "https"}, e)
@@ -1121,6 +1121,17 @@ func (w tlsWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// batchedTLS is an intercepted TLS connection whose every write goes out
+// in one write(2), however many records it makes: an HTTP/2 DATA frame
+// of the largest size and its header are one byte more than a record
+// holds.
+type batchedTLS struct {
+	*tls.Conn
+	cc *batchConn
+}
+
+func (c batchedTLS) Write(p []byte) (int, error) { return tlsWriter{c.Conn, c.cc}.Write(p) }
 
 // upstreamConn is a connection to an upstream server read through r: the
 // transport's reads in large chunks, so that a bulk download costs fewer
