@@ -93,8 +93,9 @@ func TestNetBench(t *testing.T) {
 	var rows []benchRow
 	rows = append(rows, benchNewConn(t, direct, jailed, j, tlsDirect, tlsJail)...)
 	rows = append(rows, benchKeepAlive(t, direct, jailed, tlsDirect, tlsJail))
-	rows = append(rows, benchBulk(t, "bulk HTTPS through interception", j, direct, jailed, tlsDirect, tlsJail))
-	rows = append(rows, benchBulk(t, "plain HTTP bulk", j, direct, jailed, plainDirect, plainJail))
+	rows = append(rows, benchBulk(t, "bulk HTTPS through interception", "--http1.1", j, direct, jailed, tlsDirect, tlsJail))
+	rows = append(rows, benchBulk(t, "bulk HTTPS, HTTP/2 to the proxy", "--http2", j, direct, jailed, tlsDirect, tlsJail))
+	rows = append(rows, benchBulk(t, "plain HTTP bulk", "--http1.1", j, direct, jailed, plainDirect, plainJail))
 	rows = append(rows, benchStreams(t, j, srv, tlsJail))
 	t.Log("network through the jail (capture, bridge, host proxy) against the same curl direct on the host, interleaved:")
 	for _, r := range rows {
@@ -199,21 +200,24 @@ func benchKeepAlive(t *testing.T, direct, jailed func(...string) []string, dURL,
 	return r
 }
 
-// benchBulk downloads nbBulkSize bytes per pair and reports MB/s, and
-// the CPU time the host proxy and the jail's init (the bridge) spent on
-// the jailed downloads per 100 MB: on a busy machine the rates move with
-// the load, the CPU per byte much less.
-func benchBulk(t *testing.T, name string, j *benchShell, direct, jailed func(...string) []string, dURL, jURL string) benchRow {
+// benchBulk downloads nbBulkSize bytes per pair with curl's option proto
+// and reports MB/s, and the CPU time the host proxy and the jail's init
+// (the bridge) spent on the jailed downloads per 100 MB: on a busy
+// machine the rates move with the load, the CPU per byte much less. The
+// HTTP versions each side spoke are checked: the upstream server speaks
+// HTTP/1.1 only, so that with --http2 the jailed curl speaks HTTP/2 to
+// the proxy and the direct one HTTP/1.1 to the server.
+func benchBulk(t *testing.T, name, proto string, j *benchShell, direct, jailed func(...string) []string, dURL, jURL string) benchRow {
 	r := benchRow{name: name, unit: "MB/s", higherBetter: true}
 	url := "/bulk?size=" + strconv.Itoa(nbBulkSize)
-	w := []string{"--http1.1", "-o", "/dev/null", "-w", "%{size_download} %{speed_download}\\n"}
-	rate := func(lines []string) []float64 {
+	w := []string{proto, "-o", "/dev/null", "-w", "%{size_download} %{speed_download} %{http_version}\\n"}
+	rate := func(lines []string, version string) []float64 {
 		if len(lines) != 1 {
-			t.Fatalf("curl printed %q, want one size and speed", lines)
+			t.Fatalf("curl printed %q, want one size, speed and version", lines)
 		}
 		f := strings.Fields(lines[0])
-		if len(f) != 2 || f[0] != strconv.Itoa(nbBulkSize) {
-			t.Fatalf("bulk download: got %q, want %d bytes", lines[0], nbBulkSize)
+		if len(f) != 3 || f[0] != strconv.Itoa(nbBulkSize) || f[2] != version {
+			t.Fatalf("bulk download: got %q, want %d bytes over HTTP/%s", lines[0], nbBulkSize, version)
 		}
 		v, err := strconv.ParseFloat(f[1], 64)
 		if err != nil {
@@ -221,11 +225,12 @@ func benchBulk(t *testing.T, name string, j *benchShell, direct, jailed func(...
 		}
 		return []float64{v / 1e6}
 	}
+	jailVersion := map[string]string{"--http1.1": "1.1", "--http2": "2"}[proto]
 	var proxyCPU, bridgeCPU time.Duration
 	for i := 0; i < nbBulkPairs; i++ {
-		r.direct = append(r.direct, rate(direct(append(w, dURL+url)...))...)
+		r.direct = append(r.direct, rate(direct(append(w, dURL+url)...), "1.1")...)
 		p0, b0 := cpuTime(t, j.pid), cpuTime(t, j.init)
-		r.jail = append(r.jail, rate(jailed(append(w, jURL+url)...))...)
+		r.jail = append(r.jail, rate(jailed(append(w, jURL+url)...), jailVersion)...)
 		proxyCPU += cpuTime(t, j.pid) - p0
 		bridgeCPU += cpuTime(t, j.init) - b0
 	}
