@@ -29,7 +29,28 @@ func (s *Server) ServeCapture(l net.Listener) error { return s.serve(l, s.serveC
 
 func (s *Server) serveCaptureConn(c net.Conn) {
 	e := Entry{Time: time.Now(), Method: "CAPTURE", Scheme: "tcp"}
-	br := bufio.NewReaderSize(c, readBufSize)
+	conn, pre, err := takeCapturedSocket(c, s.timeouts.Header)
+	if err != nil {
+		e.Verdict, e.Reason = verdictDeny, "invalid host"
+		var he *handoffError
+		if errors.As(err, &he) {
+			e.Reason = "invalid capture: " + err.Error()
+		}
+		s.record(e)
+		return
+	}
+	if conn != c {
+		c.Close() // the bridge is done with it
+		wc := &watchedConn{Conn: conn}
+		if !s.track(wc) {
+			conn.Close()
+			return
+		}
+		defer s.untrack(wc)
+		defer wc.Close()
+		c = wc
+	}
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(pre), c), readBufSize)
 	dst, err := readCaptureHeader(c, br, s.timeouts.Header)
 	if err != nil {
 		e.Verdict, e.Reason = verdictDeny, "invalid host"

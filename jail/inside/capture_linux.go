@@ -267,6 +267,9 @@ func capture(c *net.TCPConn, network, addr string) {
 		c.Close()
 		return
 	}
+	if handOff(c, up, []byte(dst.String()+"\n")) {
+		return
+	}
 	if _, err := up.Write([]byte(dst.String() + "\n")); err != nil {
 		c.Close()
 		up.Close()

@@ -1,7 +1,6 @@
 package inside
 
 import (
-	"bufio"
 	"errors"
 	"net"
 	"os"
@@ -57,10 +56,16 @@ func captureChild(t *testing.T) {
 			if err != nil {
 				return
 			}
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			got <- line
-			c.Write([]byte("hi"))
+			// The bridge hands the client's socket over.
+			line, client, err := takeHandedOff(c.(*net.UnixConn))
 			c.Close()
+			if err != nil {
+				got <- err.Error()
+				continue
+			}
+			got <- line
+			client.Write([]byte("hi"))
+			client.Close()
 		}
 	}()
 	if _, err := StartCapture(Relay{Listen: "tcp:127.0.0.1:3129", Dial: "unix:" + sock}); err != nil {
