@@ -18,7 +18,8 @@ const maxCaptureHeader = 64
 
 // ServeCapture serves connections that the jail's bridge captured without
 // the client asking for a proxy: each starts with one line, the original
-// destination as "ip:port\n", then the client's bytes. A captured
+// destination as "ip:port\n", sent with the client's socket itself (see
+// takeCapturedSocket) or followed by the client's bytes. A captured
 // connection is decided like a CONNECT to the name the client itself
 // sends (a TLS ClientHello's server name, a plain HTTP request's Host
 // header) or, when it sends neither, to the IP literal, which the rules

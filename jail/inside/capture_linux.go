@@ -231,7 +231,8 @@ func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
 
 // StartCapture listens on r.Listen (the capture port) and hands every
 // connection redirected there to r.Dial (the proxy's capture socket),
-// after one line naming its original destination. A connection that was
+// with one line naming its original destination: the socket itself when
+// r.Dial is a unix socket (handOff), its bytes relayed otherwise. A connection that was
 // not redirected (one dialled to the port itself) names the port, which
 // the proxy refuses as it would any loopback address.
 func StartCapture(r Relay) (net.Listener, error) {
