@@ -13,11 +13,15 @@ import (
 // dot boundary ("*.example.com" matches its subdomains but not the apex) or
 // an IP literal ("10.1.2.3", "::1"), each with an optional port
 // ("example.com:8443", "127.0.0.1:9000", "[::1]:9000"). Deny beats allow.
+// An entry without a port allows TLS and HTTP on any port; a raw stream
+// (SSH, a database protocol) needs an Allow entry with its port.
 type Rules struct {
 	Allow, Deny []string
 	// Unknown is what happens to a name no entry matches: "deny" (the
 	// default when empty) or "allow". IP literals are never let through by
-	// Unknown; only an entry naming the address allows one.
+	// Unknown; only an entry naming the address allows one. Nor are raw
+	// streams (neither TLS nor HTTP: SSH, a database protocol): those
+	// reach only a host:port that an Allow entry names with its port.
 	Unknown string
 	// Hosts maps a name to the "ip:port" it is dialled at, whatever port
 	// the client asked for. The mapping is explicit consent: a mapped name
@@ -204,6 +208,18 @@ func (e entry) matches(h host, port int) bool {
 	default:
 		return h.name == e.name
 	}
+}
+
+// explicitlyAllowed reports whether an entry of Allow names h with this
+// very port ("git.example.com:22", "*.example.com:22", "10.1.2.3:22"):
+// the consent a raw stream needs, and SSH while git push is denied.
+func (r Rules) explicitlyAllowed(h host, port int) bool {
+	for _, s := range r.Allow {
+		if e, err := parseEntry(s); err == nil && e.port == port && e.matches(h, port) {
+			return true
+		}
+	}
+	return false
 }
 
 // matchAny reports whether any entry of list matches host:port.

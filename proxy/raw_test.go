@@ -1,0 +1,343 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// lineServer is a TCP server for raw streams: it greets first when greet
+// is set, answers each line it reads with "echo: LINE", and closes after
+// "QUIT". It keeps every byte it received and counts its connections.
+type lineServer struct {
+	addr  string
+	conns atomic.Int64
+	mu    sync.Mutex
+	got   strings.Builder
+}
+
+func newLineServer(t *testing.T, greet string) *lineServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	s := &lineServer{addr: l.Addr().String()}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s.conns.Add(1)
+			go s.serve(c, greet)
+		}
+	}()
+	return s
+}
+
+func (s *lineServer) serve(c net.Conn, greet string) {
+	defer c.Close()
+	io.WriteString(c, greet)
+	br := bufio.NewReader(c)
+	for {
+		line, err := br.ReadString('\n')
+		s.mu.Lock()
+		s.got.WriteString(line)
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(line) == "QUIT" {
+			io.WriteString(c, "221 bye\r\n")
+			return
+		}
+		io.WriteString(c, "echo: "+line)
+	}
+}
+
+func (s *lineServer) received() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got.String()
+}
+
+func (s *lineServer) port() string { _, p, _ := net.SplitHostPort(s.addr); return p }
+
+// openRaw opens a tunnel to host:port by CONNECT or SOCKS5, which the
+// proxy accepts before it knows the protocol, or sends the capture line
+// for dst ("ip:port") on the capture socket.
+func openRaw(t *testing.T, e *env, via, host, port, sock string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	switch via {
+	case "CONNECT":
+		resp, body, c, br := raw(t, e.httpAddr, "CONNECT "+net.JoinHostPort(host, port)+" HTTP/1.1\r\nHost: "+net.JoinHostPort(host, port)+"\r\n\r\n")
+		if resp.StatusCode != 200 {
+			t.Fatalf("CONNECT %s:%s: %d %q", host, port, resp.StatusCode, body)
+		}
+		return c, br
+	case "SOCKS5":
+		p, _ := net.LookupPort("tcp", port)
+		code, c := socks(t, e.socksAddr, socksConnect, socksDomain, host, p)
+		if code != 0 {
+			t.Fatalf("SOCKS %s:%s: reply %#x", host, port, code)
+		}
+		c.SetDeadline(time.Time{})
+		return c, bufio.NewReader(c)
+	default:
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		io.WriteString(c, net.JoinHostPort(host, port)+"\n")
+		return c, bufio.NewReader(c)
+	}
+}
+
+// A raw stream, whether the client or the server speaks first, reaches
+// only a host:port that an Allow entry names with its port, by CONNECT,
+// SOCKS5 and capture alike. An entry without a port is refused with the
+// entry to add, and the server never sees a byte of the client's.
+func TestRawNeedsAnEntryWithThePort(t *testing.T) {
+	t.Parallel()
+	refusedSrv := newLineServer(t, "")             // the client speaks first (SSH, a database)
+	refusedGreet := newLineServer(t, "220 hi\r\n") // the server speaks first (SMTP)
+	db := newLineServer(t, "")
+	smtp := newLineServer(t, "220 hi\r\n")
+	e, sock := captureEnv(t, Config{Rules: Rules{
+		Allow: []string{"any.test", "greet.test", "db.test:" + db.port(), "smtp.test:" + smtp.port(),
+			"*.wild.test:" + db.port(), "127.0.0.1", "127.0.0.1:" + db.port(), "127.0.0.1:" + smtp.port()},
+		Hosts: map[string]string{"any.test": refusedSrv.addr, "greet.test": refusedGreet.addr,
+			"db.test": db.addr, "smtp.test": smtp.addr, "a.wild.test": db.addr},
+	}})
+	refused := func(t *testing.T, what string, c net.Conn, br *bufio.Reader, want string) {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := br.ReadString('\n')
+		rest, err := io.ReadAll(br)
+		if !strings.HasPrefix(line, "jail: ") || !strings.Contains(line, want) || len(rest) != 0 || err != nil {
+			t.Errorf("%s: got %q then %q (%v); want one line naming %s, then the end", what, line, rest, err, want)
+		}
+	}
+	for _, via := range []string{"CONNECT", "SOCKS5", "capture"} {
+		t.Run(via, func(t *testing.T) {
+			name := func(n string) string {
+				if via == "capture" {
+					return "127.0.0.1" // without a resolver inside, a captured stream has only its address
+				}
+				return n
+			}
+			method := map[string]string{"CONNECT": "CONNECT", "SOCKS5": "CONNECT", "capture": "CAPTURE"}[via]
+			// The client speaks first, to a host allowed without the port.
+			host := name("any.test")
+			c, br := openRaw(t, e, via, host, refusedSrv.port(), sock)
+			io.WriteString(c, "SSH-2.0-OpenSSH_9.2p1 "+via+"\r\n")
+			want := `"` + net.JoinHostPort(host, refusedSrv.port()) + `"`
+			refused(t, "client first", c, br, want)
+			en := e.entry(t, func(x Entry) bool {
+				return x.Method == method && x.Host == host && x.Port == portOf(refusedSrv.port()) && x.Verdict == verdictDeny
+			})
+			if !strings.Contains(en.Reason, want) || !strings.Contains(en.Reason, "network.allow") {
+				t.Errorf("client first: logged %+v", en)
+			}
+			// The server speaks first, to a host allowed without the port:
+			// its greeting does not reach the client either.
+			host = name("greet.test")
+			c, br = openRaw(t, e, via, host, refusedGreet.port(), sock)
+			refused(t, "server first", c, br, `"`+net.JoinHostPort(host, refusedGreet.port())+`"`)
+			e.entry(t, func(x Entry) bool {
+				return x.Host == host && x.Port == portOf(refusedGreet.port()) && x.Verdict == verdictDeny && x.Method == method
+			})
+
+			// Named with the port: relayed both ways, logged once at the end.
+			host = name("db.test")
+			c, br = openRaw(t, e, via, host, db.port(), sock)
+			hello := "SSH-2.0-OpenSSH_9.2p1 " + via + "\r\n"
+			io.WriteString(c, hello)
+			if line, err := br.ReadString('\n'); err != nil || line != "echo: "+hello {
+				t.Fatalf("allowed with the port: %q, %v", line, err)
+			}
+			closeWrite(c)
+			if rest, _ := io.ReadAll(br); len(rest) != 0 {
+				t.Errorf("after the client's half-close: %q", rest)
+			}
+			en = e.entry(t, func(x Entry) bool {
+				return x.Method == method && x.Host == host && x.Verdict == verdictAllow && x.BytesUp == int64(len(hello))
+			})
+			if en.BytesDown != int64(len("echo: "+hello)) || en.Port != portOf(db.port()) {
+				t.Errorf("client closed first: logged %+v", en)
+			}
+
+			// The server speaks first and closes first.
+			host = name("smtp.test")
+			c, br = openRaw(t, e, via, host, smtp.port(), sock)
+			if line, err := br.ReadString('\n'); err != nil || line != "220 hi\r\n" {
+				t.Fatalf("server first, allowed with the port: %q, %v", line, err)
+			}
+			io.WriteString(c, "QUIT\r\n")
+			if rest, _ := io.ReadAll(br); string(rest) != "221 bye\r\n" {
+				t.Errorf("server first: %q", rest)
+			}
+			c.Close()
+			en = e.entry(t, func(x Entry) bool {
+				return x.Method == method && x.Host == host && x.Port == portOf(smtp.port()) && x.Verdict == verdictAllow
+			})
+			if en.BytesUp != 6 || en.BytesDown != int64(len("220 hi\r\n221 bye\r\n")) {
+				t.Errorf("server closed first: logged %+v", en)
+			}
+			var n int
+			ReadLog(e.logDir, func(x Entry) bool {
+				if x.Method == method && x.Host == host && x.Port == portOf(smtp.port()) {
+					n++
+				}
+				return true
+			})
+			if n != 1 {
+				t.Errorf("server closed first: %d log entries for the stream, want 1", n)
+			}
+		})
+	}
+	// A wildcard with the port is consent too.
+	c, br := openRaw(t, e, "CONNECT", "a.wild.test", db.port(), "")
+	io.WriteString(c, "\x00\x00\x00\x08\x04\xd2\x16\x2f\n") // a binary first message
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "echo: ") {
+		t.Errorf("*.wild.test with the port: %q, %v", line, err)
+	}
+	if got := refusedSrv.received(); got != "" || refusedSrv.conns.Load() != 0 {
+		t.Errorf("the server behind refused client-first streams was dialled %d times and received %q", refusedSrv.conns.Load(), got)
+	}
+	if got := refusedGreet.received(); got != "" {
+		t.Errorf("the server behind refused server-first streams received %q", got)
+	}
+}
+
+func portOf(p string) int {
+	n, err := net.LookupPort("tcp", p)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// closeWrite half-closes a client connection (TCP or unix).
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+// "unknown": "allow" lets names through for TLS and HTTP, not raw streams:
+// those still need an entry with the port. A deny entry beats an allow
+// entry with the port.
+func TestRawUnknownAllowAndDeny(t *testing.T) {
+	t.Parallel()
+	srv := newLineServer(t, "")
+	plain := newUpstream(t, nil, nil)
+	e := newEnv(t, Config{Rules: Rules{
+		Unknown: "allow",
+		Allow:   []string{"ok.test:" + srv.port(), "bad.test:" + srv.port()},
+		Deny:    []string{"bad.test"},
+		Hosts:   map[string]string{"any.test": srv.addr, "ok.test": srv.addr, "bad.test": srv.addr, "web.test": plain.addr()},
+	}})
+	c, br := openRaw(t, e, "CONNECT", "any.test", srv.port(), "")
+	io.WriteString(c, "hello\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, _ := br.ReadString('\n'); !strings.Contains(line, `add "any.test:`+srv.port()+`"`) {
+		t.Errorf("unknown=allow, raw: %q", line)
+	}
+	en := e.entry(t, func(x Entry) bool { return x.Host == "any.test" })
+	if en.Verdict != verdictDeny || en.Rule != "unknown=allow" {
+		t.Errorf("unknown=allow, raw: logged %+v", en)
+	}
+	// Plain HTTP to a name no entry names is still served.
+	if resp, body, _, _ := raw(t, e.httpAddr, "GET http://web.test/page HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n"); resp.StatusCode != 200 || body != "hello from web.test /page" {
+		t.Errorf("unknown=allow, HTTP: %d %q", resp.StatusCode, body)
+	}
+	c, br = openRaw(t, e, "CONNECT", "ok.test", srv.port(), "")
+	io.WriteString(c, "hello\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "echo: hello\n" {
+		t.Errorf("unknown=allow, raw with the port: %q, %v", line, err)
+	}
+	resp, body, _, _ := raw(t, e.httpAddr, "CONNECT bad.test:"+srv.port()+" HTTP/1.1\r\nHost: bad.test\r\n\r\n")
+	if resp.StatusCode != 403 || !strings.Contains(body, "network.deny") {
+		t.Errorf("denied, allowed with the port: %d %q", resp.StatusCode, body)
+	}
+	if n := srv.conns.Load(); n != 1 {
+		t.Errorf("the server saw %d connections, want 1 (the one allowed with its port)", n)
+	}
+}
+
+// A passthrough host allowed without a port still gets its TLS tunnelled,
+// through capture as through CONNECT: only streams that are not TLS need
+// the port.
+func TestRawPassthroughUnaffected(t *testing.T) {
+	t.Parallel()
+	upCA := memCA(t)
+	up := newUpstream(t, upCA, nil)
+	e, sock := captureEnv(t, Config{Rules: Rules{Allow: []string{"pass.test"}, Passthrough: []string{"pass.test"},
+		Hosts: map[string]string{"pass.test": up.addr()}}})
+	cl := captured(sock, "192.0.2.7:443", e)
+	cl.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool(upCA)}
+	resp, body := get(t, cl, "https://pass.test/through")
+	if resp.StatusCode != 200 || body != "hello from pass.test /through" {
+		t.Fatalf("passthrough by capture: %d %q", resp.StatusCode, body)
+	}
+	cl.CloseIdleConnections()
+	e.entry(t, func(x Entry) bool {
+		return x.Host == "pass.test" && x.Method == "CAPTURE" && x.Verdict == verdictAllow && x.BytesDown > 0
+	})
+}
+
+// With git push denied, SSH through capture is refused on port 22 before
+// any dial, and on another port as soon as the client's identification
+// shows, unless an entry names the address with that port.
+func TestRawSSHWhileGitPushDeniedByCapture(t *testing.T) {
+	t.Parallel()
+	srv := newLineServer(t, "")
+	e, sock := captureEnv(t, Config{
+		Rules:        Rules{Allow: []string{"127.0.0.1"}},
+		DenyCommands: []string{"git push"},
+	})
+	c, br := openRaw(t, e, "capture", "127.0.0.1", "22", sock)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, _ := io.ReadAll(br); len(b) != 0 {
+		t.Errorf("port 22: got %q", b)
+	}
+	en := e.entry(t, func(x Entry) bool { return x.Port == 22 && x.Method == "CAPTURE" })
+	if en.Verdict != verdictDeny || en.Rule != "command.deny git push" || en.Reason != "ssh to port 22 while git push is denied" {
+		t.Errorf("port 22: logged %+v", en)
+	}
+	c, br = openRaw(t, e, "capture", "127.0.0.1", srv.port(), sock)
+	io.WriteString(c, "SSH-2.0-OpenSSH_9.2p1\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, _ := br.ReadString('\n'); !strings.Contains(line, "ssh while git push is denied") {
+		t.Errorf("port %s: %q", srv.port(), line)
+	}
+	en = e.entry(t, func(x Entry) bool { return x.Port == portOf(srv.port()) && x.Method == "CAPTURE" })
+	if en.Verdict != verdictDeny || en.Rule != "command.deny git push" {
+		t.Errorf("port %s: logged %+v", srv.port(), en)
+	}
+	if srv.conns.Load() != 0 {
+		t.Errorf("the server saw %d refused SSH streams", srv.conns.Load())
+	}
+
+	// Named with the port, SSH goes through despite the rule.
+	e2, sock2 := captureEnv(t, Config{
+		Rules:        Rules{Allow: []string{"127.0.0.1:" + srv.port()}},
+		DenyCommands: []string{"git push"},
+	})
+	c, br = openRaw(t, e2, "capture", "127.0.0.1", srv.port(), sock2)
+	io.WriteString(c, "SSH-2.0-OpenSSH_9.2p1\r\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "echo: SSH-2.0-OpenSSH_9.2p1\r\n" {
+		t.Errorf("allowed with the port: %q, %v", line, err)
+	}
+}
