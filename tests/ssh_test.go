@@ -39,8 +39,7 @@ type sshd struct {
 	HostPub string // the host key, as known_hosts wants it after the name
 	Key     string // the client's private key
 	Commit  string // the commit of Dir/repo.git
-	mu      sync.Mutex
-	log     bytes.Buffer
+	log     lockedBuffer
 }
 
 // startSSHD starts sshd -D -e on a free loopback port with a host key and
@@ -85,7 +84,7 @@ LogLevel VERBOSE
 		filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, int(cred.Uid), int(cred.Gid)) })
 	}
 	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
-	cmd.Stdout, cmd.Stderr = d, d
+	cmd.Stdout, cmd.Stderr = &d.log, &d.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting sshd: %v", err)
@@ -126,18 +125,26 @@ func mustRead(t *testing.T, path string) []byte {
 	return b
 }
 
-func (d *sshd) Write(p []byte) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.log.Write(p)
+// lockedBuffer is a server's output, written and read concurrently.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Log is what sshd wrote so far.
-func (d *sshd) Log() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.log.String()
-}
+func (d *sshd) Log() string { return d.log.String() }
 
 // Conns counts the connections sshd accepted.
 func (d *sshd) Conns() int { return strings.Count(d.Log(), "Connection from ") }
@@ -509,6 +516,86 @@ func TestSSHCaptured(t *testing.T) {
 			if e, ok := findRaw(ds, sshName, port, "deny"); !ok || e.Rule != "command.deny git push" || e.Method != "CAPTURE" {
 				t.Errorf("want captured ssh to %s:%d denied by command.deny git push; got %v in:\n%s", sshName, port, e, dumpDecisions(ds))
 			}
+		}
+	})
+}
+
+// startPostgres runs a PostgreSQL server unprivileged on a free loopback
+// port, trusting every local connection, or skips the test when this
+// machine has no server binaries (psql through the proxy is optional).
+func startPostgres(t *testing.T) (addr, user string) {
+	t.Helper()
+	initdb, err := exec.LookPath("initdb")
+	if err != nil {
+		t.Skipf("no PostgreSQL server binaries (initdb) on this machine: %v", err)
+	}
+	postgres := filepath.Join(filepath.Dir(initdb), "postgres")
+	u, cred := sshdUser(t)
+	dir, err := os.MkdirTemp("", "jail-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if cred != nil {
+		os.Chown(dir, int(cred.Uid), int(cred.Gid))
+	}
+	run := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, args...)
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		return cmd
+	}
+	if out, err := run(initdb, "-D", dir+"/data", "-A", "trust", "-U", u.Username, "--no-sync").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	var log lockedBuffer
+	cmd := run(postgres, "-D", dir+"/data", "-k", dir, "-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(port))
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting postgres: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGINT); cmd.Wait() })
+	if !waitFor(20*time.Second, func() bool { return strings.Contains(log.String(), "ready to accept connections") }) {
+		t.Fatalf("postgres did not start:\n%s", log.String())
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port), u.Username
+}
+
+// psql, whose protocol begins with the client's binary SSL request,
+// reaches PostgreSQL through a host:port allowed with its port, by a relay
+// the jailed command starts (psql knows no proxy); the same server behind
+// a name allowed without the port is refused.
+func TestRawTCPPsql(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		addr, user := startPostgres(t)
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{"db.example.test:5432", "noport.example.test"},
+			"hosts": map[string]string{"db.example.test": addr, "noport.example.test": addr},
+		}})
+		r := s.Sh(sshSh + fmt.Sprintf(`
+			relay() { socat TCP-LISTEN:$1,bind=127.0.0.1,reuseaddr PROXY:${hp%%:*}:$2:5432,proxyport=${hp##*:} & sleep 0.5; }
+			relay 15432 db.example.test
+			try psql psql "host=127.0.0.1 port=15432 user=%[1]s dbname=postgres connect_timeout=15" -Atc "select 'ok-' || 40+2"
+			relay 15433 noport.example.test
+			try noport psql "host=127.0.0.1 port=15433 user=%[1]s dbname=postgres connect_timeout=15" -Atc "select 'reached'"
+			wait`, user))
+		wantKV(t, r, "psql", is("0"), "0 (psql through db.example.test:5432)")
+		if !strings.Contains(r.Stdout, "psql: ok-42\n") {
+			t.Errorf("psql did not get its answer:\n%s", r)
+		}
+		wantKV(t, r, "noport", func(v string) bool { return v != "0" }, "a failure (allowed without the port)")
+		if strings.Contains(r.Stdout, "noport: reached") {
+			t.Errorf("psql got through an entry without the port:\n%s", r)
+		}
+		ds := decisions(t, s, sessionOf(t, r))
+		if e, ok := findRaw(ds, "db.example.test", 5432, "allow"); !ok || e.BytesUp <= 0 || e.BytesDown <= 0 {
+			t.Errorf("want the psql relay logged with byte counts; got %v up=%d down=%d in:\n%s", e, e.BytesUp, e.BytesDown, dumpDecisions(ds))
+		}
+		if e, ok := findRaw(ds, "noport.example.test", 5432, "deny"); !ok || !strings.Contains(e.Reason, `add "noport.example.test:5432"`) {
+			t.Errorf("want psql to noport.example.test:5432 denied with the entry to add; got %v in:\n%s", e, dumpDecisions(ds))
 		}
 	})
 }
