@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -39,7 +38,7 @@ type sshd struct {
 	HostPub string // the host key, as known_hosts wants it after the name
 	Key     string // the client's private key
 	Commit  string // the commit of Dir/repo.git
-	log     lockedBuffer
+	log     syncBuffer
 }
 
 // startSSHD starts sshd -D -e on a free loopback port with a host key and
@@ -123,24 +122,6 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// lockedBuffer is a server's output, written and read concurrently.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Log is what sshd wrote so far.
@@ -549,7 +530,7 @@ func startPostgres(t *testing.T) (addr, user string) {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
 	port := freePort(t)
-	var log lockedBuffer
+	var log syncBuffer
 	cmd := run(postgres, "-D", dir+"/data", "-k", dir, "-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(port))
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
