@@ -838,12 +838,13 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 // rawTunnel relays a tunnel that is neither TLS nor HTTP (SSH, a
 // database protocol, a protocol in which the server speaks first) to the
 // checked address, when an Allow entry names the host with this very
-// port: the proxy can check neither a name nor a secret inside such a
-// stream, so an entry that allows a host's HTTPS does not let one
-// through, nor does "unknown": "allow". up is the server when it spoke
-// first; otherwise it is dialled here, only once the stream is allowed.
+// port (or "unknown": "allow" opens every name): the proxy can check no
+// name inside such a stream, so an entry that allows a host's HTTPS does
+// not let one through to any port of that host. up is the server when it
+// spoke first; otherwise it is dialled here, only once the stream is
+// allowed.
 func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
-	if !s.rules.explicitlyAllowed(t.norm, t.port) {
+	if !s.rules.rawAllowed(t.norm, t.port) {
 		if up != nil {
 			up.Close()
 		}

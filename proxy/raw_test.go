@@ -235,44 +235,58 @@ func closeWrite(c net.Conn) {
 	}
 }
 
-// "unknown": "allow" lets names through for TLS and HTTP, not raw streams:
-// those still need an entry with the port. A deny entry beats an allow
-// entry with the port.
+// "unknown": "allow" opens every name on every port, raw streams
+// included, but not IP literals: a raw stream to one still needs an entry
+// with the port. A deny entry beats an allow entry with the port.
 func TestRawUnknownAllowAndDeny(t *testing.T) {
 	t.Parallel()
 	srv := newLineServer(t, "")
-	plain := newUpstream(t, nil, nil)
-	e := newEnv(t, Config{Rules: Rules{
+	other := newLineServer(t, "")
+	e, sock := captureEnv(t, Config{Rules: Rules{
 		Unknown: "allow",
-		Allow:   []string{"ok.test:" + srv.port(), "bad.test:" + srv.port()},
+		Allow:   []string{"named.test", "bad.test:" + srv.port(), "127.0.0.1", "127.0.0.1:" + srv.port()},
 		Deny:    []string{"bad.test"},
-		Hosts:   map[string]string{"any.test": srv.addr, "ok.test": srv.addr, "bad.test": srv.addr, "web.test": plain.addr()},
+		Hosts:   map[string]string{"any.test": srv.addr, "named.test": srv.addr, "bad.test": srv.addr},
 	}})
-	c, br := openRaw(t, e, "CONNECT", "any.test", srv.port(), "")
-	io.WriteString(c, "hello\n")
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if line, _ := br.ReadString('\n'); !strings.Contains(line, `add "any.test:`+srv.port()+`"`) {
-		t.Errorf("unknown=allow, raw: %q", line)
+	echo := func(t *testing.T, what string, c net.Conn, br *bufio.Reader) string {
+		t.Helper()
+		io.WriteString(c, "hello\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := br.ReadString('\n')
+		return line
 	}
-	en := e.entry(t, func(x Entry) bool { return x.Host == "any.test" })
-	if en.Verdict != verdictDeny || en.Rule != "unknown=allow" {
-		t.Errorf("unknown=allow, raw: logged %+v", en)
+	for _, host := range []string{"any.test", "named.test"} {
+		c, br := openRaw(t, e, "CONNECT", host, srv.port(), "")
+		if line := echo(t, host, c, br); line != "echo: hello\n" {
+			t.Errorf("unknown=allow, raw to %s: %q", host, line)
+		}
 	}
-	// Plain HTTP to a name no entry names is still served.
-	if resp, body, _, _ := raw(t, e.httpAddr, "GET http://web.test/page HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n"); resp.StatusCode != 200 || body != "hello from web.test /page" {
-		t.Errorf("unknown=allow, HTTP: %d %q", resp.StatusCode, body)
+	// An IP literal, by CONNECT and by capture: only with the port.
+	for _, via := range []string{"CONNECT", "capture"} {
+		c, br := openRaw(t, e, via, "127.0.0.1", other.port(), sock)
+		if line := echo(t, via, c, br); !strings.Contains(line, `add "127.0.0.1:`+other.port()+`"`) {
+			t.Errorf("unknown=allow, raw to 127.0.0.1 by %s without an entry with the port: %q", via, line)
+		}
+		c, br = openRaw(t, e, via, "127.0.0.1", srv.port(), sock)
+		if line := echo(t, via, c, br); line != "echo: hello\n" {
+			t.Errorf("unknown=allow, raw to 127.0.0.1 by %s with an entry with the port: %q", via, line)
+		}
 	}
-	c, br = openRaw(t, e, "CONNECT", "ok.test", srv.port(), "")
-	io.WriteString(c, "hello\n")
-	if line, err := br.ReadString('\n'); err != nil || line != "echo: hello\n" {
-		t.Errorf("unknown=allow, raw with the port: %q, %v", line, err)
+	en := e.entry(t, func(x Entry) bool {
+		return x.Host == "127.0.0.1" && x.Port == portOf(other.port()) && x.Method == "CAPTURE"
+	})
+	if en.Verdict != verdictDeny || en.Rule != "allow 127.0.0.1" {
+		t.Errorf("unknown=allow, captured raw to an IP literal: logged %+v", en)
 	}
 	resp, body, _, _ := raw(t, e.httpAddr, "CONNECT bad.test:"+srv.port()+" HTTP/1.1\r\nHost: bad.test\r\n\r\n")
 	if resp.StatusCode != 403 || !strings.Contains(body, "network.deny") {
 		t.Errorf("denied, allowed with the port: %d %q", resp.StatusCode, body)
 	}
-	if n := srv.conns.Load(); n != 1 {
-		t.Errorf("the server saw %d connections, want 1 (the one allowed with its port)", n)
+	if n := other.conns.Load(); n != 0 {
+		t.Errorf("the server behind refused streams saw %d connections", n)
+	}
+	if n := srv.conns.Load(); n != 4 {
+		t.Errorf("the server saw %d connections, want 4 (the allowed ones)", n)
 	}
 }
 
