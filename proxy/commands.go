@@ -262,3 +262,37 @@ func (s *Server) denySSH(c net.Conn, t *target, e Entry) {
 	io.WriteString(c, fmt.Sprintf("jail: %s: ssh while git push is denied by command.deny (%q); to allow it, add %q to jail.json \"network.allow\"\r\n",
 		hp, s.cmds.gitPush, hp))
 }
+
+// sshAfterBanner handles a raw tunnel whose client waits for the server
+// to speak, while git push is denied and the host is not explicitly
+// allowed on this port ("unknown": "allow" lets such a stream through):
+// when the server opens with an SSH identification string, the banner
+// goes through and the client's answer is checked before any of it
+// reaches the server; an SSH client's is refused. The returned conn
+// replays what was read from the server; e counts the banner sent.
+func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e *Entry) (net.Conn, bool) {
+	if s.cmds.gitPush == "" || s.rules.explicitlyAllowed(t.norm, t.port) {
+		return up, false
+	}
+	ur := bufio.NewReader(up)
+	b, _ := peekWithin(up, ur, 4, sniffTimeout)
+	rc := &upstreamConn{Conn: up, r: ur}
+	if string(b) != "SSH-" {
+		return rc, false
+	}
+	// An identification line is at most 255 bytes: ReadSlice holds no
+	// more than its buffer, and what it read goes on to the client.
+	banner, err := ur.ReadSlice('\n')
+	n, _ := c.Write(banner)
+	e.BytesDown += int64(n)
+	if err != nil {
+		return rc, false
+	}
+	first, _ := peekWithin(c, br, 4, dialTimeout)
+	if string(first) != "SSH-" {
+		return rc, false
+	}
+	up.Close()
+	s.denySSH(c, t, *e)
+	return rc, true
+}

@@ -859,7 +859,10 @@ func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target,
 			return
 		}
 	}
-	s.tunnel(c, br, up, e)
+	up, refused := s.sshAfterBanner(c, br, up, t, &e)
+	if !refused {
+		s.tunnel(c, br, up, e)
+	}
 }
 
 // denyRaw logs a raw stream refused for want of an Allow entry with its
@@ -1012,8 +1015,8 @@ func (s *Server) tunnel(c net.Conn, r io.Reader, up net.Conn, e Entry) {
 	defer s.untrack(up)
 	c.SetDeadline(time.Time{}) // the idle watch of the relay bounds it
 	var found *streamHit
-	var cut bool
-	e.BytesUp, e.BytesDown, cut = relay(c, s.sec().scanStream(r, &found), up, s.timeouts.Tunnel)
+	bytesUp, bytesDown, cut := relay(c, s.sec().scanStream(r, &found), up, s.timeouts.Tunnel)
+	e.BytesUp, e.BytesDown = e.BytesUp+bytesUp, e.BytesDown+bytesDown // after what was sent before the relay
 	if cut && found == nil {
 		e.Reason = fmt.Sprintf("closed after %v without a byte either way", s.timeouts.Tunnel)
 	}
@@ -1150,7 +1153,7 @@ func (w tlsWriter) Write(p []byte) (int, error) {
 // upstreamConn is a connection to an upstream server read through r: the
 // transport's reads in large chunks, so that a bulk download costs fewer
 // read(2) calls, and tells how much it holds; a raw tunnel's replays the
-// first bytes firstSpeaker read.
+// first bytes firstSpeaker or sshAfterBanner read.
 type upstreamConn struct {
 	net.Conn
 	r *bufio.Reader

@@ -137,6 +137,7 @@ func TestRawNeedsAnEntryWithThePort(t *testing.T) {
 				return n
 			}
 			method := map[string]string{"CONNECT": "CONNECT", "SOCKS5": "CONNECT", "capture": "CAPTURE"}[via]
+			scheme := map[string]string{"CONNECT": "tcp", "SOCKS5": "socks5", "capture": "tcp"}[via]
 			// The client speaks first, to a host allowed without the port.
 			host := name("any.test")
 			c, br := openRaw(t, e, via, host, refusedSrv.port(), sock)
@@ -144,7 +145,7 @@ func TestRawNeedsAnEntryWithThePort(t *testing.T) {
 			want := `"` + net.JoinHostPort(host, refusedSrv.port()) + `"`
 			refused(t, "client first", c, br, want)
 			en := e.entry(t, func(x Entry) bool {
-				return x.Method == method && x.Host == host && x.Port == portOf(refusedSrv.port()) && x.Verdict == verdictDeny
+				return x.Method == method && x.Scheme == scheme && x.Host == host && x.Port == portOf(refusedSrv.port()) && x.Verdict == verdictDeny
 			})
 			if !strings.Contains(en.Reason, want) || !strings.Contains(en.Reason, "network.allow") {
 				t.Errorf("client first: logged %+v", en)
@@ -155,7 +156,7 @@ func TestRawNeedsAnEntryWithThePort(t *testing.T) {
 			c, br = openRaw(t, e, via, host, refusedGreet.port(), sock)
 			refused(t, "server first", c, br, `"`+net.JoinHostPort(host, refusedGreet.port())+`"`)
 			e.entry(t, func(x Entry) bool {
-				return x.Host == host && x.Port == portOf(refusedGreet.port()) && x.Verdict == verdictDeny && x.Method == method
+				return x.Host == host && x.Port == portOf(refusedGreet.port()) && x.Verdict == verdictDeny && x.Method == method && x.Scheme == scheme
 			})
 
 			// Named with the port: relayed both ways, logged once at the end.
@@ -171,7 +172,7 @@ func TestRawNeedsAnEntryWithThePort(t *testing.T) {
 				t.Errorf("after the client's half-close: %q", rest)
 			}
 			en = e.entry(t, func(x Entry) bool {
-				return x.Method == method && x.Host == host && x.Verdict == verdictAllow && x.BytesUp == int64(len(hello))
+				return x.Method == method && x.Scheme == scheme && x.Host == host && x.Verdict == verdictAllow && x.BytesUp == int64(len(hello))
 			})
 			if en.BytesDown != int64(len("echo: "+hello)) || en.Port != portOf(db.port()) {
 				t.Errorf("client closed first: logged %+v", en)
@@ -189,14 +190,14 @@ func TestRawNeedsAnEntryWithThePort(t *testing.T) {
 			}
 			c.Close()
 			en = e.entry(t, func(x Entry) bool {
-				return x.Method == method && x.Host == host && x.Port == portOf(smtp.port()) && x.Verdict == verdictAllow
+				return x.Method == method && x.Scheme == scheme && x.Host == host && x.Port == portOf(smtp.port()) && x.Verdict == verdictAllow
 			})
 			if en.BytesUp != 6 || en.BytesDown != int64(len("220 hi\r\n221 bye\r\n")) {
 				t.Errorf("server closed first: logged %+v", en)
 			}
 			var n int
 			ReadLog(e.logDir, func(x Entry) bool {
-				if x.Method == method && x.Host == host && x.Port == portOf(smtp.port()) {
+				if x.Method == method && x.Scheme == scheme && x.Host == host && x.Port == portOf(smtp.port()) {
 					n++
 				}
 				return true
@@ -353,5 +354,56 @@ func TestRawSSHWhileGitPushDeniedByCapture(t *testing.T) {
 	io.WriteString(c, "SSH-2.0-OpenSSH_9.2p1\r\n")
 	if line, err := br.ReadString('\n'); err != nil || line != "echo: SSH-2.0-OpenSSH_9.2p1\r\n" {
 		t.Errorf("allowed with the port: %q, %v", line, err)
+	}
+}
+
+// "unknown": "allow" lets raw streams to any name through, but with git
+// push denied SSH still needs an entry with its port: on port 22 before
+// any dial, on another port as soon as the client speaks SSH, before or
+// after the server's banner; other raw streams pass.
+func TestRawUnknownAllowWhileGitPushDenied(t *testing.T) {
+	t.Parallel()
+	banner := "SSH-2.0-OpenSSH_9.2p1\r\n"
+	sshSrv := newLineServer(t, banner)
+	plain := newLineServer(t, "")
+	e := newEnv(t, Config{
+		Rules:        Rules{Unknown: "allow", Hosts: map[string]string{"ssh.test": sshSrv.addr, "db.test": plain.addr}},
+		DenyCommands: []string{"git push"},
+	})
+	resp, body, _, _ := raw(t, e.httpAddr, "CONNECT ssh.test:22 HTTP/1.1\r\nHost: ssh.test:22\r\n\r\n")
+	if resp.StatusCode != 403 || !strings.Contains(body, `"ssh.test:22"`) {
+		t.Errorf("port 22: %d %q", resp.StatusCode, body)
+	}
+	// The client speaks first.
+	c, br := openRaw(t, e, "SOCKS5", "ssh.test", sshSrv.port(), "")
+	io.WriteString(c, "SSH-2.0-client\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if rest, _ := io.ReadAll(br); !strings.Contains(string(rest), "ssh while git push is denied") || strings.Contains(string(rest), banner) {
+		t.Errorf("client first: %q", rest)
+	}
+	// The client waits for the server's banner.
+	c, br = openRaw(t, e, "CONNECT", "ssh.test", sshSrv.port(), "")
+	if line, err := br.ReadString('\n'); err != nil || line != banner {
+		t.Fatalf("server first: banner %q, %v", line, err)
+	}
+	io.WriteString(c, "SSH-2.0-client\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if rest, _ := io.ReadAll(br); !strings.Contains(string(rest), "ssh while git push is denied") {
+		t.Errorf("server first: %q", rest)
+	}
+	en := e.entry(t, func(x Entry) bool {
+		return x.Host == "ssh.test" && x.Scheme == "tcp" && x.Port == portOf(sshSrv.port())
+	})
+	if en.Verdict != verdictDeny || en.Rule != "command.deny git push" || en.BytesDown != int64(len(banner)) || en.BytesUp != 0 {
+		t.Errorf("server first: logged %+v", en)
+	}
+	if got := sshSrv.received(); got != "" {
+		t.Errorf("the SSH server received a refused client's bytes: %q", got)
+	}
+	// Another raw protocol passes.
+	c, br = openRaw(t, e, "CONNECT", "db.test", plain.port(), "")
+	io.WriteString(c, "\x00\x00\x00\x08\x04\xd2\x16\x2f\n")
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "echo: ") {
+		t.Errorf("a raw stream that is not SSH: %q, %v", line, err)
 	}
 }
