@@ -379,7 +379,7 @@ func mustAtoi(t *testing.T, s string) int {
 // log and in the line the client is sent; sshd never sees the client.
 // With git push denied, ssh to port 22 of a host allowed without ":22" is
 // refused before any dial, and SSH to another port as soon as the client
-// speaks it.
+// speaks it. "unknown": "allow" needs no entry with the port.
 func TestSSHNeedsThePort(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -436,6 +436,18 @@ func TestSSHNeedsThePort(t *testing.T) {
 		}
 		if d.Conns() != 0 {
 			t.Errorf("sshd accepted %d connections with git push denied:\n%s", d.Conns(), d.Log())
+		}
+
+		// "unknown": "allow" opens every name on every port, raw streams
+		// included.
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"unknown": "allow", "hosts": map[string]string{sshName: d.Addr()},
+		}})
+		r = s.Sh(sshSh + fmt.Sprintf(`
+			try open ssh %[1]s -o "$viasocks" %[2]s@%[3]s echo ok-open`, sshOpts, d.User, sshName))
+		wantKV(t, r, "open", is("0"), `0 ("unknown": "allow")`)
+		if !strings.Contains(r.Stdout, "open: ok-open\n") {
+			t.Errorf("ssh with \"unknown\": \"allow\" did not run its command:\n%s", r)
 		}
 
 		// The explicit entry lets ssh through despite the git push rule.
