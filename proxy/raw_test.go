@@ -310,6 +310,19 @@ func TestRawPassthroughUnaffected(t *testing.T) {
 	e.entry(t, func(x Entry) bool {
 		return x.Host == "pass.test" && x.Method == "CAPTURE" && x.Verdict == verdictAllow && x.BytesDown > 0
 	})
+
+	// What is not TLS gets nothing from passthrough: a raw stream to the
+	// same host still needs the port.
+	c, br := openRaw(t, e, "CONNECT", "pass.test", "443", "")
+	io.WriteString(c, "SSH-2.0-OpenSSH_9.2p1\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, _ := br.ReadString('\n'); !strings.Contains(line, `add "pass.test:443"`) {
+		t.Errorf("a raw stream to a passthrough host: %q", line)
+	}
+	en := e.entry(t, func(x Entry) bool { return x.Host == "pass.test" && x.Method == "CONNECT" })
+	if en.Verdict != verdictDeny || en.BytesUp != 0 {
+		t.Errorf("a raw stream to a passthrough host: logged %+v", en)
+	}
 }
 
 // With git push denied, SSH through capture is refused on port 22 before
