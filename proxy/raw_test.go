@@ -420,3 +420,28 @@ func TestRawUnknownAllowWhileGitPushDenied(t *testing.T) {
 		t.Errorf("a raw stream that is not SSH: %q, %v", line, err)
 	}
 }
+
+// A relay still open when the proxy closes (the jail's command exited)
+// is logged before Close returns, with what it carried, so that closing
+// the log next loses nothing.
+func TestRawRelayLoggedByClose(t *testing.T) {
+	t.Parallel()
+	srv := newLineServer(t, "")
+	e := newEnv(t, Config{Rules: Rules{Allow: []string{"db.test:" + srv.port()}, Hosts: map[string]string{"db.test": srv.addr}}})
+	c, br := openRaw(t, e, "CONNECT", "db.test", srv.port(), "")
+	io.WriteString(c, "held\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "echo: held\n" {
+		t.Fatalf("relay: %q, %v", line, err)
+	}
+	e.srv.Close()
+	var got []Entry
+	ReadLog(e.logDir, func(x Entry) bool {
+		if x.Host == "db.test" {
+			got = append(got, x)
+		}
+		return true
+	})
+	if len(got) != 1 || got[0].BytesUp != 5 || got[0].BytesDown != 11 {
+		t.Errorf("after Close the log holds %+v, want the relay once with 5 bytes up and 11 down", got)
+	}
+}

@@ -592,3 +592,56 @@ func TestRawTCPPsql(t *testing.T) {
 		}
 	})
 }
+
+// holdPy opens a raw stream through the SOCKS5 proxy, exchanges a line
+// and keeps it open: the jailed command exits with it still open.
+const holdPy = `
+import os, socket, struct, sys, time, urllib.parse
+host, port = sys.argv[1], int(sys.argv[2])
+u = urllib.parse.urlsplit(os.environ["ALL_PROXY"])
+s = socket.create_connection((u.hostname, u.port), timeout=20)
+s.sendall(b"\x05\x01\x00")
+s.recv(2)
+h = host.encode()
+s.sendall(b"\x05\x01\x00\x03" + bytes([len(h)]) + h + struct.pack(">H", port))
+s.recv(10)
+f = s.makefile("rb")
+f.readline()
+s.sendall(b"HELO held\r\n")
+print("##held=" + f.readline().decode().strip(), flush=True)
+time.sleep(60)
+`
+
+// A raw relay still open when the command exits is logged all the same,
+// once, with what it carried.
+func TestRawRelayLoggedWhenTheJailEnds(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		line, _ := startLineServer(t)
+		_, linePort, _ := net.SplitHostPort(line)
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{lineName + ":" + linePort},
+			"hosts": map[string]string{lineName: line},
+		}})
+		s.WriteFile(s.Project+"/hold.py", holdPy, 0o644)
+		r := s.Sh(fmt.Sprintf(`echo session=$JAIL_SESSION
+			python3 hold.py %s %s > /tmp/hold.out &
+			for i in $(seq 100); do grep -q held /tmp/hold.out && break; sleep 0.1; done
+			cat /tmp/hold.out`, lineName, linePort))
+		wantKV(t, r, "held", is("250 HELO held"), "the server's answer")
+		ds := decisions(t, s, sessionOf(t, r))
+		n := 0
+		for _, e := range ds {
+			if e.Host == lineName {
+				n++
+				if e.Verdict != "allow" || e.BytesUp != int64(len("HELO held\r\n")) || e.BytesDown != int64(len("220 "+lineName+" ready\r\n250 HELO held\r\n")) {
+					t.Errorf("the held relay logged as %s up=%d down=%d", e, e.BytesUp, e.BytesDown)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("want the held relay logged once, got %d entries:\n%s", n, dumpDecisions(ds))
+		}
+	})
+}
