@@ -645,3 +645,36 @@ func TestRawRelayLoggedWhenTheJailEnds(t *testing.T) {
 		}
 	})
 }
+
+// Captured, with no relay and no proxy variables: psql reaches PostgreSQL
+// by the name allowed with its port, which only a resolver inside the
+// jail can give it, and not through a name allowed without the port.
+func TestRawTCPPsqlCaptured(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		addr, user := startPostgres(t)
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{"db.example.test:5432", "noport.example.test"},
+			"hosts": map[string]string{"db.example.test": addr, "noport.example.test": addr},
+		}})
+		if r := s.Sh("getent hosts db.example.test"); r.Code != 0 {
+			t.Skipf("no resolver inside the jail: getent hosts db.example.test fails (exit %d), so a captured psql cannot name the host", r.Code)
+		}
+		r := s.Sh(unsetProxy + sshSh + fmt.Sprintf(`
+			try psql psql "host=db.example.test port=5432 user=%[1]s dbname=postgres connect_timeout=15" -Atc "select 'ok-' || 40+2"
+			try noport psql "host=noport.example.test port=5432 user=%[1]s dbname=postgres connect_timeout=15" -Atc "select 'reached'"`, user))
+		wantKV(t, r, "psql", is("0"), "0 (captured psql to db.example.test:5432)")
+		if !strings.Contains(r.Stdout, "psql: ok-42\n") {
+			t.Errorf("captured psql did not get its answer:\n%s", r)
+		}
+		wantKV(t, r, "noport", func(v string) bool { return v != "0" }, "a failure (allowed without the port)")
+		ds := decisions(t, s, sessionOf(t, r))
+		if e, ok := findRaw(ds, "db.example.test", 5432, "allow"); !ok || e.Method != "CAPTURE" || e.BytesUp <= 0 || e.BytesDown <= 0 {
+			t.Errorf("want the captured psql logged by name with byte counts; got %v up=%d down=%d in:\n%s", e, e.BytesUp, e.BytesDown, dumpDecisions(ds))
+		}
+		if e, ok := findRaw(ds, "noport.example.test", 5432, "deny"); !ok || !strings.Contains(e.Reason, `add "noport.example.test:5432"`) {
+			t.Errorf("want captured psql to noport.example.test:5432 denied with the entry to add; got %v in:\n%s", e, dumpDecisions(ds))
+		}
+	})
+}
