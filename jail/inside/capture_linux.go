@@ -18,11 +18,12 @@ import (
 // whatever the program's proxy settings: a default route on lo (without
 // one, connecting to any other address fails before the packet is sent),
 // and an nftables nat output chain redirecting TCP to the port, in the
-// jail's own network namespace. It needs CAP_NET_ADMIN there, which init
-// drops right after. IPv6 gets no route: an IPv6 connection fails with
-// "network unreachable". UDP is not captured: it reaches nothing, and
-// names still resolve only at the proxy (a resolver inside the jail, fed
-// by the proxy's rules, would let these programs use names too).
+// jail's own network namespace. DNS (UDP and TCP to port 53, whatever
+// the address: resolv.conf names 127.0.0.1, some programs name a public
+// resolver) is redirected to the bridge's resolver port, and every other
+// UDP datagram to an address outside the loopback is refused. It needs
+// CAP_NET_ADMIN there, which init drops right after. IPv6 gets no route:
+// an IPv6 connection fails with "network unreachable".
 func ProgramCapture(port int) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("capture: bad port %d", port)
@@ -93,11 +94,17 @@ func enterOwnNetns(old int) error {
 
 // addRedirect programs, in the ip family,
 //
-//	table ip jail { chain capture { type nat hook output priority -100
-//	  ip daddr 127.0.0.0/8 accept; meta l4proto tcp redirect to :port } }
+//	table ip jail {
+//	  chain capture { type nat hook output priority -100
+//	    udp dport 53 redirect to :DNSPort; tcp dport 53 redirect to :DNSPort
+//	    ip daddr 127.0.0.0/8 accept; meta l4proto tcp redirect to :port }
+//	  chain refuse { type filter hook output priority 0
+//	    meta l4proto udp ip daddr != 127.0.0.0/8 reject } }
 //
 // Connections to the jail's own loopback (the bridge's ports, services
-// the command runs) are left alone.
+// the command runs) are left alone. A refused datagram fails its send at
+// once (EPERM), so that a QUIC client falls back to TCP instead of
+// waiting for an answer that cannot come.
 func addRedirect(port int) error {
 	c, err := nftables.New()
 	if err != nil {
@@ -110,22 +117,48 @@ func addRedirect(port int) error {
 		Name: "capture", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &policy,
 	})
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: []byte{0, 0, 0, 0}},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127, 0, 0, 0}},
-		&expr.Verdict{Kind: expr.VerdictAccept},
-	}})
-	p := make([]byte, 2)
-	binary.BigEndian.PutUint16(p, uint16(port))
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append([]expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port16(53)},
+		}, redirectTo(DNSPort)...)})
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(loopbackDst(expr.CmpOpEq),
+		&expr.Verdict{Kind: expr.VerdictAccept})})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append([]expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-		&expr.Immediate{Register: 1, Data: p},
-		&expr.Redir{RegisterProtoMin: 1},
-	}})
+	}, redirectTo(port)...)})
+	refuse := c.AddChain(&nftables.Chain{
+		Name: "refuse", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &policy,
+	})
+	c.AddRule(&nftables.Rule{Table: t, Chain: refuse, Exprs: append(append([]expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+	}, loopbackDst(expr.CmpOpNeq)...),
+		&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3}, // port unreachable
+	)})
 	return c.Flush()
 }
+
+// loopbackDst compares the destination's first byte with 127.
+func loopbackDst(op expr.CmpOp) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: op, Register: 1, Data: []byte{127, 0, 0, 0}},
+	}
+}
+
+// redirectTo redirects to port on the loopback.
+func redirectTo(port int) []expr.Any {
+	return []expr.Any{&expr.Immediate{Register: 1, Data: port16(port)}, &expr.Redir{RegisterProtoMin: 1}}
+}
+
+func port16(port int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(port)) }
 
 // setLinkUp sets an interface up over rtnetlink.
 func setLinkUp(name string) error {
