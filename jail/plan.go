@@ -1298,7 +1298,7 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, "  relay    %s\n", r)
 		}
 		fmt.Fprintf(&b, "  capture  every other TCP connection -> %s\n", n.Capture.Dial)
-		fmt.Fprintf(&b, "  resolver every query to port 53 -> unix:%s/dns.sock (allowed names: addresses in %s; others: NXDOMAIN; nothing forwarded)\n", NetDir, proxy.SyntheticNet)
+		fmt.Fprintf(&b, "  resolver every query to port 53 -> unix:%s/dns.sock (allowed names: addresses in %s and %s; others: NXDOMAIN; nothing forwarded)\n", NetDir, proxy.SyntheticNet, proxy.SyntheticNet6)
 		b.WriteString("  udp      other datagrams outside the loopback refused\n")
 	} else {
 		b.WriteString("\nnetwork: none (loopback only)\n")

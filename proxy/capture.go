@@ -75,7 +75,7 @@ func (s *Server) serveCaptureConn(c net.Conn) {
 // connection is refused before any rule: a synthetic address no name was
 // given, or a client naming another host than the one it resolved.
 func (s *Server) capturedHost(ip netip.Addr, sent string) (host, reason string) {
-	if !SyntheticNet.Contains(ip) {
+	if !isSynthetic(ip) {
 		if sent == "" {
 			return ip.String(), ""
 		}

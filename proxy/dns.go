@@ -20,9 +20,20 @@ import (
 // is forwarded or resolved at query time, so a query reaches no one: the
 // name is resolved on the host only when an allowed connection is dialled.
 
-// SyntheticNet is where the synthetic addresses come from: the range set
-// aside for benchmarking, routed nowhere.
-var SyntheticNet = netip.MustParsePrefix("198.18.0.0/15")
+// SyntheticNet and SyntheticNet6 are where the synthetic addresses come
+// from: the IPv4 range set aside for benchmarking and a unique local IPv6
+// prefix, routed nowhere. Inside the jail, the IPv6 prefix alone is routed
+// (to the capture); other IPv6 addresses stay unreachable.
+var (
+	SyntheticNet  = netip.MustParsePrefix("198.18.0.0/15")
+	SyntheticNet6 = netip.MustParsePrefix("fd6a:6169:6c00::/64")
+)
+
+// isSynthetic reports whether ip is in one of the synthetic ranges.
+func isSynthetic(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return SyntheticNet.Contains(ip) || SyntheticNet6.Contains(ip)
+}
 
 const (
 	// maxNames caps the names given an address in one session: a wildcard
@@ -42,31 +53,35 @@ const (
 // synthetic addresses, and the refused names already logged.
 type syntheticNames struct {
 	mu      sync.Mutex
-	byName  map[string]netip.Addr
-	byAddr  map[netip.Addr]string
-	refused map[string]bool // logged once each, up to maxNames
+	byName  map[string]synthAddrs
+	byAddr  map[netip.Addr]string // both addresses of every name
+	refused map[string]bool       // logged once each, up to maxNames
 }
 
-// assign returns name's address, giving it the next free one the first
+// synthAddrs are one name's addresses: the n-th name gets the n-th
+// address of each range (the first, which reads as a network, skipped).
+type synthAddrs struct{ v4, v6 netip.Addr }
+
+// assign returns name's addresses, giving it the next free ones the first
 // time; false when the session has maxNames names already.
-func (n *syntheticNames) assign(name string) (netip.Addr, bool) {
+func (n *syntheticNames) assign(name string) (synthAddrs, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if a, ok := n.byName[name]; ok {
 		return a, true
 	}
 	if len(n.byName) >= maxNames {
-		return netip.Addr{}, false
+		return synthAddrs{}, false
 	}
 	if n.byName == nil {
-		n.byName, n.byAddr = map[string]netip.Addr{}, map[netip.Addr]string{}
+		n.byName, n.byAddr = map[string]synthAddrs{}, map[netip.Addr]string{}
 	}
-	// The first address of the range is skipped: .0 reads as a network.
-	b := SyntheticNet.Addr().As4()
-	v := binary.BigEndian.Uint32(b[:]) + uint32(len(n.byName)) + 1
-	binary.BigEndian.PutUint32(b[:], v)
-	a := netip.AddrFrom4(b)
-	n.byName[name], n.byAddr[a] = a, name
+	i := uint32(len(n.byName)) + 1
+	b4, b6 := SyntheticNet.Addr().As4(), SyntheticNet6.Addr().As16()
+	binary.BigEndian.PutUint32(b4[:], binary.BigEndian.Uint32(b4[:])+i)
+	binary.BigEndian.PutUint32(b6[12:], i)
+	a := synthAddrs{netip.AddrFrom4(b4), netip.AddrFrom16(b6)}
+	n.byName[name], n.byAddr[a.v4], n.byAddr[a.v6] = a, name, name
 	return a, true
 }
 
@@ -151,10 +166,17 @@ func (s *Server) answerDNS(msg []byte) []byte {
 	if q.Class != dnsmessage.ClassINET && q.Class != dnsmessage.ClassANY {
 		return dnsReply(h, &q, dnsmessage.RCodeRefused, nil, edns)
 	}
-	rcode, addr := s.resolveSynthetic(q.Name.String())
-	var ans *netip.Addr
-	if rcode == dnsmessage.RCodeSuccess && (q.Type == dnsmessage.TypeA || q.Type == dnsmessage.TypeALL) {
-		ans = &addr
+	rcode, addrs := s.resolveSynthetic(q.Name.String())
+	var ans []netip.Addr
+	if rcode == dnsmessage.RCodeSuccess {
+		switch q.Type {
+		case dnsmessage.TypeA:
+			ans = []netip.Addr{addrs.v4}
+		case dnsmessage.TypeAAAA:
+			ans = []netip.Addr{addrs.v6}
+		case dnsmessage.TypeALL:
+			ans = []netip.Addr{addrs.v4, addrs.v6}
+		}
 	}
 	return dnsReply(h, &q, rcode, ans, edns)
 }
@@ -179,35 +201,34 @@ func hasEDNS(p *dnsmessage.Parser) bool {
 	}
 }
 
-// resolveSynthetic decides a queried name: an address for an allowed one
-// (IPv4 only: an AAAA question gets no answer, the name exists), NXDOMAIN
-// for the others, REFUSED past the session's cap. Refusals are logged
-// once per name, a name that carries a secret redacted.
-func (s *Server) resolveSynthetic(qname string) (dnsmessage.RCode, netip.Addr) {
+// resolveSynthetic decides a queried name: addresses for an allowed one,
+// NXDOMAIN for the others, REFUSED past the session's cap. Refusals are
+// logged once per name, a name that carries a secret redacted.
+func (s *Server) resolveSynthetic(qname string) (dnsmessage.RCode, synthAddrs) {
 	name := strings.TrimSuffix(qname, ".")
 	e := Entry{Time: time.Now(), Method: "DNS", Scheme: "dns", Host: name, Port: 53, Verdict: verdictDeny}
 	if reason := s.sec().inHostName(name); reason != "" {
 		e.Host, e.Rule, e.Reason = s.sec().redactString(name), "secret", reason
 		s.refuseName(e)
-		return dnsmessage.RCodeNameError, netip.Addr{}
+		return dnsmessage.RCodeNameError, synthAddrs{}
 	}
 	h, ok := normalizeHost(name)
 	if !ok {
 		e.Reason = "invalid host"
 		s.refuseName(e)
-		return dnsmessage.RCodeNameError, netip.Addr{}
+		return dnsmessage.RCodeNameError, synthAddrs{}
 	}
 	e.Host = h.name
 	if d := s.rules.decideName(h); !d.Allow {
 		e.Rule, e.Reason = d.Rule, d.Reason
 		s.refuseName(e)
-		return dnsmessage.RCodeNameError, netip.Addr{}
+		return dnsmessage.RCodeNameError, synthAddrs{}
 	}
 	a, ok := s.names.assign(h.name)
 	if !ok {
 		e.Rule, e.Reason = "limit names", fmt.Sprintf("more than %d names resolved in this session", maxNames)
 		s.refuseName(e)
-		return dnsmessage.RCodeRefused, netip.Addr{}
+		return dnsmessage.RCodeRefused, synthAddrs{}
 	}
 	return dnsmessage.RCodeSuccess, a
 }
@@ -249,10 +270,10 @@ func (r Rules) decideName(h host) Decision {
 }
 
 // dnsReply builds the answer to the query with header h and question q:
-// rcode, and one A record for a when a is set. The answer is
+// rcode, and an A or AAAA record for each address of as. The answer is
 // authoritative and recursion is offered, as from a local resolver; an
 // EDNS query gets an OPT record back.
-func dnsReply(h dnsmessage.Header, q *dnsmessage.Question, rcode dnsmessage.RCode, a *netip.Addr, edns bool) []byte {
+func dnsReply(h dnsmessage.Header, q *dnsmessage.Question, rcode dnsmessage.RCode, as []netip.Addr, edns bool) []byte {
 	b := dnsmessage.NewBuilder(make([]byte, 0, 512), dnsmessage.Header{
 		ID: h.ID, Response: true, OpCode: h.OpCode, Authoritative: true,
 		RecursionDesired: h.RecursionDesired, RecursionAvailable: true, RCode: rcode,
@@ -263,9 +284,18 @@ func dnsReply(h dnsmessage.Header, q *dnsmessage.Question, rcode dnsmessage.RCod
 			return nil
 		}
 	}
-	if a != nil {
-		if b.StartAnswers() != nil ||
-			b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: dnsTTL}, dnsmessage.AResource{A: a.As4()}) != nil {
+	if len(as) > 0 && b.StartAnswers() != nil {
+		return nil
+	}
+	for _, a := range as {
+		rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: dnsTTL}
+		var err error
+		if a.Is4() {
+			err = b.AResource(rh, dnsmessage.AResource{A: a.As4()})
+		} else {
+			err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: a.As16()})
+		}
+		if err != nil {
 			return nil
 		}
 	}

@@ -62,6 +62,8 @@ func parseAnswer(t *testing.T, msg []byte) dnsAnswer {
 	for _, r := range m.Answers {
 		if ar, ok := r.Body.(*dnsmessage.AResource); ok {
 			a.addrs = append(a.addrs, netip.AddrFrom4(ar.A))
+		} else if ar, ok := r.Body.(*dnsmessage.AAAAResource); ok {
+			a.addrs = append(a.addrs, netip.AddrFrom16(ar.AAAA))
 		} else {
 			t.Errorf("unexpected answer %v", r)
 		}
@@ -74,35 +76,39 @@ func parseAnswer(t *testing.T, msg []byte) dnsAnswer {
 	return a
 }
 
-// TestSyntheticNames: a name gets the same address every time, names get
-// distinct addresses in the synthetic range, an address maps back to its
-// name, and past the cap no new name gets one.
+// TestSyntheticNames: a name gets the same addresses every time, names
+// get distinct addresses in the synthetic ranges, an address maps back to
+// its name, and past the cap no new name gets one.
 func TestSyntheticNames(t *testing.T) {
 	t.Parallel()
 	var n syntheticNames
 	a1, ok1 := n.assign("a.example.test")
 	a2, ok2 := n.assign("b.example.test")
 	again, _ := n.assign("a.example.test")
-	if !ok1 || !ok2 || a1 == a2 || again != a1 {
+	if !ok1 || !ok2 || a1.v4 == a2.v4 || a1.v6 == a2.v6 || again != a1 {
 		t.Fatalf("assign: %v %v %v", a1, a2, again)
 	}
-	for _, a := range []netip.Addr{a1, a2} {
-		if !SyntheticNet.Contains(a) || a == SyntheticNet.Addr() {
-			t.Errorf("%v is not a usable synthetic address", a)
+	for _, a := range []synthAddrs{a1, a2} {
+		if !SyntheticNet.Contains(a.v4) || a.v4 == SyntheticNet.Addr() || !SyntheticNet6.Contains(a.v6) || a.v6 == SyntheticNet6.Addr() {
+			t.Errorf("%v is not a usable pair of synthetic addresses", a)
 		}
 	}
-	if name, ok := n.lookup(a2); !ok || name != "b.example.test" {
-		t.Errorf("lookup %v: %q %v", a2, name, ok)
+	for _, ip := range []netip.Addr{a2.v4, a2.v6, netip.AddrFrom16(a2.v4.As16())} {
+		if name, ok := n.lookup(ip); !ok || name != "b.example.test" {
+			t.Errorf("lookup %v: %q %v", ip, name, ok)
+		}
 	}
-	if _, ok := n.lookup(netip.MustParseAddr("198.18.200.1")); ok {
-		t.Error("an address never given maps to a name")
+	for _, ip := range []string{"198.18.200.1", "fd6a:6169:6c00::c8:1", "fd6a:6169:6c00:1::1"} {
+		if _, ok := n.lookup(netip.MustParseAddr(ip)); ok {
+			t.Errorf("%s, never given, maps to a name", ip)
+		}
 	}
 	for i := len(n.byName); i < maxNames; i++ {
-		if a, ok := n.assign(fmt.Sprintf("n%d.example.test", i)); !ok || !SyntheticNet.Contains(a) {
+		if a, ok := n.assign(fmt.Sprintf("n%d.example.test", i)); !ok || !SyntheticNet.Contains(a.v4) || !SyntheticNet6.Contains(a.v6) {
 			t.Fatalf("name %d: %v %v", i, a, ok)
 		}
 	}
-	if len(n.byAddr) != maxNames {
+	if len(n.byAddr) != 2*maxNames {
 		t.Fatalf("%d addresses for %d names", len(n.byAddr), maxNames)
 	}
 	if _, ok := n.assign("one.more.example.test"); ok {
@@ -113,8 +119,8 @@ func TestSyntheticNames(t *testing.T) {
 	}
 }
 
-// TestDNSAnswers: A for allowed names (any port of an allow entry, the
-// question echoed as asked, EDNS echoed), empty NOERROR for AAAA and
+// TestDNSAnswers: A and AAAA for allowed names (any port of an allow
+// entry, the question echoed as asked, EDNS echoed), empty NOERROR for
 // other types, NXDOMAIN logged once for names that are not allowed, IP
 // literals, names denied without a port, and names carrying a secret
 // (logged redacted).
@@ -143,7 +149,17 @@ func TestDNSAnswers(t *testing.T) {
 			t.Errorf("%s: %+v", name, a)
 		}
 	}
-	for _, typ := range []dnsmessage.Type{dnsmessage.TypeAAAA, dnsmessage.TypeMX, dnsmessage.TypeTXT, dnsmessage.Type(65)} {
+	v6 := ask("api.example.test.", dnsmessage.TypeAAAA, false)
+	if v6.rcode != dnsmessage.RCodeSuccess || len(v6.addrs) != 1 || !SyntheticNet6.Contains(v6.addrs[0]) {
+		t.Fatalf("AAAA: %+v", v6)
+	}
+	if name, ok := e.srv.SyntheticName(v6.addrs[0]); !ok || name != "api.example.test" {
+		t.Errorf("the IPv6 address maps back to %q %v", name, ok)
+	}
+	if all := ask("api.example.test.", dnsmessage.TypeALL, false); len(all.addrs) != 2 || all.addrs[0] != api.addrs[0] || all.addrs[1] != v6.addrs[0] {
+		t.Errorf("ANY: %+v", all)
+	}
+	for _, typ := range []dnsmessage.Type{dnsmessage.TypeMX, dnsmessage.TypeTXT, dnsmessage.Type(65)} {
 		if a := ask("api.example.test.", typ, false); a.rcode != dnsmessage.RCodeSuccess || len(a.addrs) != 0 {
 			t.Errorf("type %v: %+v", typ, a)
 		}
@@ -287,6 +303,14 @@ func TestDNSThenCapture(t *testing.T) {
 	resp, body := get(t, captured(capSock, api.String()+":443", e), "https://API.example.test/tls")
 	if resp.StatusCode != 200 || !strings.Contains(body, "/tls") {
 		t.Fatalf("TLS: %d %q", resp.StatusCode, body)
+	}
+	v6 := exchange(t, dnsSock, dnsQuery(t, 4, "api.example.test.", dnsmessage.TypeAAAA, false))[0]
+	if len(v6.addrs) != 1 {
+		t.Fatalf("AAAA: %+v", v6)
+	}
+	resp, body = get(t, captured(capSock, netip.AddrPortFrom(v6.addrs[0], 443).String(), e), "https://api.example.test/tls6")
+	if resp.StatusCode != 200 || !strings.Contains(body, "/tls6") {
+		t.Fatalf("TLS over IPv6: %d %q", resp.StatusCode, body)
 	}
 	resp, body = get(t, captured(capSock, pl.String()+":80", e), "http://plain.example.test/plain")
 	if resp.StatusCode != 200 || body != "hello from plain.example.test /plain" {

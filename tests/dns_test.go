@@ -131,13 +131,18 @@ func buildGoIn(t *testing.T, s *Sandbox, name, src string) {
 
 // synthetic reports whether every comma-separated address of a lookup
 // result is one of the resolver's synthetic IPv4 addresses.
-func synthetic(s string) bool {
+func synthetic(s string) bool { return inPrefix(s, "198.18.0.0/15") }
+
+// synthetic6 is synthetic for the IPv6 ones.
+func synthetic6(s string) bool { return inPrefix(s, "fd6a:6169:6c00::/64") }
+
+func inPrefix(s, prefix string) bool {
 	if s == "" {
 		return false
 	}
 	for _, a := range strings.Split(s, ",") {
 		ip, err := netip.ParseAddr(strings.TrimSpace(a))
-		if err != nil || !netip.MustParsePrefix("198.18.0.0/15").Contains(ip) {
+		if err != nil || !netip.MustParsePrefix(prefix).Contains(ip) {
 			return false
 		}
 	}
@@ -159,8 +164,8 @@ dq() {
 // TestDNSResolvesAllowedNames: getent, dig (UDP and TCP), nslookup, Go's
 // pure resolver, Node's dns.lookup and Python's getaddrinfo resolve an
 // allowed name to a synthetic address and reach the server behind it
-// with no proxy variables; denied and unknown names are NXDOMAIN, logged;
-// AAAA gets an empty answer.
+// with no proxy variables, over IPv4 and IPv6; denied and unknown names
+// are NXDOMAIN, logged; other types get an empty answer.
 func TestDNSResolvesAllowedNames(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -171,7 +176,7 @@ func TestDNSResolvesAllowedNames(t *testing.T) {
 		s.WriteFile(s.Project+"/dnspy.py", dnspyPy, 0o644)
 		r := s.Sh(probeSh + digSh + unsetProxy + `
 			echo session=$JAIL_SESSION
-			echo "##getent-ok=$(getent hosts api.allowed.test | awk '{print $1}')"
+			echo "##getent-ok=$(getent ahosts api.allowed.test | awk '$1 !~ /:/ {print $1; exit}')"
 			getent hosts evil.test >/dev/null; echo "##getent-evil=$?"
 			getent hosts unknown.test >/dev/null; echo "##getent-unknown=$?"
 			dq dig-ok api.allowed.test
@@ -190,7 +195,9 @@ func TestDNSResolvesAllowedNames(t *testing.T) {
 			python3 dnspy.py py api.allowed.test /dns-py
 			python3 dnspy.py py-unknown unknown.test -
 			probe curl https://sub.allowed.test/dns-curl
-			probe curl-plain http://plain.allowed.test/dns-plain`)
+			probe curl-plain http://plain.allowed.test/dns-plain
+			probe curl-v6 -6 https://api.allowed.test/dns-v6
+			echo "##getent-v6=$(getent hosts api.allowed.test | awk '{print $1}')"`)
 		kv := kvs(r)
 		wantKV(t, r, "getent-ok", synthetic, "a synthetic address")
 		for _, k := range []string{"getent-evil", "getent-unknown"} {
@@ -202,16 +209,20 @@ func TestDNSResolvesAllowedNames(t *testing.T) {
 		if kv["dig-ok"] != kv["getent-ok"] && "NOERROR "+kv["getent-ok"] != kv["dig-ok"] {
 			t.Errorf("the same name got two addresses: getent %q, dig %q", kv["getent-ok"], kv["dig-ok"])
 		}
-		for _, k := range []string{"dig-aaaa", "dig-mx"} {
-			wantKV(t, r, k, is("NOERROR "), "NOERROR with no answer")
-		}
+		wantKV(t, r, "dig-aaaa", func(v string) bool { st, an, _ := strings.Cut(v, " "); return st == "NOERROR" && synthetic6(an) }, "NOERROR with a synthetic IPv6 address")
+		wantKV(t, r, "getent-v6", synthetic6, "a synthetic IPv6 address")
+		wantKV(t, r, "dig-mx", is("NOERROR "), "NOERROR with no answer")
 		for _, k := range []string{"dig-evil", "dig-tcp-unknown"} {
 			wantKV(t, r, k, is("NXDOMAIN "), "NXDOMAIN")
 		}
 		wantKV(t, r, "ns-ok", func(v string) bool { c, a, _ := strings.Cut(v, " "); return c == "0" && synthetic(a) }, "exit 0 and a synthetic address")
 		wantKV(t, r, "ns-unknown", func(v string) bool { return strings.HasPrefix(v, "1 ") && v != "1 0" }, "exit 1 with NXDOMAIN")
-		for _, k := range []string{"go-lookup", "node-lookup", "py-lookup"} {
-			wantKV(t, r, k, synthetic, "a synthetic address")
+		wantKV(t, r, "py-lookup", synthetic, "a synthetic address")
+		for _, k := range []string{"go-lookup", "node-lookup"} {
+			wantKV(t, r, k, func(v string) bool {
+				v4, v6, _ := strings.Cut(v, ",")
+				return synthetic(v4) && synthetic6(v6)
+			}, "a synthetic IPv4 and a synthetic IPv6 address")
 		}
 		wantKV(t, r, "go-unknown-lookup", func(v string) bool { return strings.Contains(v, "no such host") }, "no such host")
 		wantKV(t, r, "node-evil-lookup", is("error:ENOTFOUND"), "ENOTFOUND")
@@ -222,6 +233,7 @@ func TestDNSResolvesAllowedNames(t *testing.T) {
 		wantOK(t, getProbe(t, ps, r, "py"), "/dns-py")
 		wantOK(t, getProbe(t, ps, r, "curl"), "/dns-curl")
 		wantOK(t, getProbe(t, ps, r, "curl-plain"), "/dns-plain")
+		wantOK(t, getProbe(t, ps, r, "curl-v6"), "/dns-v6")
 		if got := n.Trap.Paths(); len(got) > 0 {
 			t.Errorf("refused names reached the trap server: %v", got)
 		}
@@ -231,6 +243,7 @@ func TestDNSResolvesAllowedNames(t *testing.T) {
 			{"GET", "api.allowed.test", "/dns-node", "allow", ""},
 			{"GET", "api.allowed.test", "/dns-py", "allow", ""},
 			{"GET", "sub.allowed.test", "/dns-curl", "allow", ""},
+			{"GET", "api.allowed.test", "/dns-v6", "allow", ""},
 			{"DNS", "evil.test", "", "deny", "denied by network.deny"},
 			{"DNS", "unknown.test", "", "deny", "not in network.allow"},
 		} {
@@ -246,7 +259,7 @@ func TestDNSResolvesAllowedNames(t *testing.T) {
 			t.Errorf("unknown.test was refused %d times in the log, want once:\n%s", c, dumpDecisions(ds))
 		}
 		for _, d := range ds {
-			if strings.HasPrefix(d.Host, "198.1") {
+			if strings.HasPrefix(d.Host, "198.1") || strings.HasPrefix(d.Host, "fd6a") {
 				t.Errorf("a decision names a synthetic address instead of its name: %v", d)
 			}
 		}
@@ -400,8 +413,12 @@ func TestDNSSyntheticAddressChecked(t *testing.T) {
 		n := setupNet(t, s, "")
 		r := s.Sh(probeSh + unsetProxy + `
 			echo session=$JAIL_SESSION
-			a=$(getent hosts plain.allowed.test | awk '{print $1}')
+			a=$(getent ahosts plain.allowed.test | awk '$1 !~ /:/ {print $1; exit}')
+			a6=$(getent hosts plain.allowed.test | awk '{print $1}')
 			echo "##addr=$a"
+			echo "##addr6=$a6"
+			probe tls-mismatch-v6 --resolve "api.allowed.test:443:[$a6]" https://api.allowed.test/attack-sni-v6
+			probe unassigned-v6 --connect-timeout 5 --resolve "api.allowed.test:443:[fd6a:6169:6c00::ffff]" https://api.allowed.test/attack-unassigned-v6
 			probe tls-mismatch --resolve api.allowed.test:443:$a https://api.allowed.test/attack-sni
 			probe host-mismatch -H 'Host: api.allowed.test' http://$a/attack-host
 			probe literal-host http://$a/attack-literal
@@ -409,10 +426,11 @@ func TestDNSSyntheticAddressChecked(t *testing.T) {
 			probe unassigned-name --connect-timeout 5 --resolve api.allowed.test:443:198.19.255.253 https://api.allowed.test/attack-unassigned-name
 			probe control http://plain.allowed.test/control`)
 		wantKV(t, r, "addr", synthetic, "a synthetic address")
+		wantKV(t, r, "addr6", synthetic6, "a synthetic IPv6 address")
 		addr := kvs(r)["addr"]
 		ps := probes(t, r)
 		wantOK(t, getProbe(t, ps, r, "control"), "/control")
-		for _, name := range []string{"tls-mismatch", "host-mismatch", "literal-host", "unassigned", "unassigned-name"} {
+		for _, name := range []string{"tls-mismatch", "host-mismatch", "literal-host", "unassigned", "unassigned-name", "tls-mismatch-v6", "unassigned-v6"} {
 			wantNoRoute(t, getProbe(t, ps, r, name))
 		}
 		for _, u := range []*upstream{n.API, n.Plain, n.Trap} {
@@ -423,14 +441,15 @@ func TestDNSSyntheticAddressChecked(t *testing.T) {
 		ds := decisions(t, s, sessionOf(t, r))
 		mismatch := 0
 		for _, d := range ds {
-			if d.Method == "CAPTURE" && d.Verdict == "deny" && d.Host == "plain.allowed.test" && strings.Contains(d.Reason, "resolved to "+addr) {
+			if d.Method == "CAPTURE" && d.Verdict == "deny" && d.Host == "plain.allowed.test" &&
+				(strings.HasSuffix(d.Reason, "resolved to "+addr) || strings.HasSuffix(d.Reason, "resolved to "+kvs(r)["addr6"])) {
 				mismatch++
 			}
 		}
-		if mismatch < 3 {
-			t.Errorf("decision log: want 3 connections to %s naming another host refused; got %d in:\n%s", addr, mismatch, dumpDecisions(ds))
+		if mismatch < 4 {
+			t.Errorf("decision log: want 4 connections to %s naming another host refused; got %d in:\n%s", addr, mismatch, dumpDecisions(ds))
 		}
-		for _, ip := range []string{"198.19.255.254", "198.19.255.253"} {
+		for _, ip := range []string{"198.19.255.254", "198.19.255.253", "fd6a:6169:6c00::ffff"} {
 			if d, ok := findMethod(ds, "CAPTURE", ip); !ok || d.Verdict != "deny" || d.Reason != "synthetic address given to no name" {
 				t.Errorf("decision log: want the connection to %s refused; got %v in:\n%s", ip, d, dumpDecisions(ds))
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -22,8 +23,10 @@ import (
 // the address: resolv.conf names 127.0.0.1, some programs name a public
 // resolver) is redirected to the bridge's resolver port, and every other
 // UDP datagram to an address outside the loopback is refused. It needs
-// CAP_NET_ADMIN there, which init drops right after. IPv6 gets no route:
-// an IPv6 connection fails with "network unreachable".
+// CAP_NET_ADMIN there, which init drops right after. In IPv6 only the
+// resolver's synthetic prefix is routed, and captured the same way (to
+// the port on ::1); a connection to any other IPv6 address fails with
+// "network unreachable".
 func ProgramCapture(port int) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("capture: bad port %d", port)
@@ -57,6 +60,13 @@ func programNetns(port int) error {
 	}
 	if err := addRedirect(port); err != nil {
 		return fmt.Errorf("capture: programming nftables: %w", err)
+	}
+	// IPv6 is best effort: without it (a kernel without IPv6 or its nat)
+	// the synthetic IPv6 addresses have no route, and a client falls
+	// back to the IPv4 ones at once. The route comes after the redirect,
+	// so that no synthetic address is routed without being captured.
+	if addRedirect6(port) == nil {
+		addRouteLo6(SyntheticNet6)
 	}
 	return nil
 }
@@ -142,6 +152,64 @@ func addRedirect(port int) error {
 		&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3}, // port unreachable
 	)})
 	return c.Flush()
+}
+
+// addRedirect6 programs, in the ip6 family,
+//
+//	table ip6 jail {
+//	  chain capture { type nat hook output priority -100
+//	    ip6 daddr SyntheticNet6 meta l4proto tcp redirect to :port }
+//	  chain refuse { type filter hook output priority 0
+//	    meta l4proto udp ip6 daddr != ::1 reject } }
+func addRedirect6(port int) error {
+	c, err := nftables.New()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv6, Name: "jail"})
+	policy := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{
+		Name: "capture", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &policy,
+	})
+	prefix := SyntheticNet6.Addr().As16()
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append([]expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 8},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: prefix[:8]},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+	}, redirectTo(port)...)})
+	refuse := c.AddChain(&nftables.Chain{
+		Name: "refuse", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &policy,
+	})
+	lo := netip.IPv6Loopback().As16()
+	c.AddRule(&nftables.Rule{Table: t, Chain: refuse, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: lo[:]},
+		&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4}, // port unreachable
+	}})
+	return c.Flush()
+}
+
+// addRouteLo6 adds "PREFIX dev lo src ::1" to the main IPv6 table.
+func addRouteLo6(p netip.Prefix) error {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return err
+	}
+	rt := unix.RtMsg{Family: unix.AF_INET6, Dst_len: uint8(p.Bits()), Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
+		Scope: unix.RT_SCOPE_UNIVERSE, Type: unix.RTN_UNICAST}
+	oif := make([]byte, 4)
+	binary.NativeEndian.PutUint32(oif, uint32(lo.Index))
+	dst, src := p.Addr().As16(), netip.IPv6Loopback().As16()
+	body := append(unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg), rtattr(unix.RTA_DST, dst[:])...)
+	body = append(body, rtattr(unix.RTA_OIF, oif)...)
+	body = append(body, rtattr(unix.RTA_PREFSRC, src[:])...)
+	return rtnetlink(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
 }
 
 // loopbackDst compares the destination's first byte with 127.
@@ -242,12 +310,17 @@ func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	var sa unix.RawSockaddrInet4
+	var sa4 unix.RawSockaddrInet4
+	var sa6 unix.RawSockaddrInet6
+	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
+	level, opt, p, size := unix.SOL_IP, unix.SO_ORIGINAL_DST, unsafe.Pointer(&sa4), uint32(unsafe.Sizeof(sa4))
+	if v6 {
+		level, opt, p, size = unix.SOL_IPV6, ip6tSoOriginalDst, unsafe.Pointer(&sa6), uint32(unsafe.Sizeof(sa6))
+	}
 	var serr error
 	err = rc.Control(func(fd uintptr) {
-		size := uint32(unsafe.Sizeof(sa))
-		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_IP, unix.SO_ORIGINAL_DST,
-			uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&size)), 0)
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, uintptr(level), uintptr(opt),
+			uintptr(p), uintptr(unsafe.Pointer(&size)), 0)
 		if errno != 0 {
 			serr = errno
 		}
@@ -258,9 +331,17 @@ func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("reading the original destination: %w", err)
 	}
-	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:])
-	return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), port), nil
+	if v6 {
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa6.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom16(sa6.Addr), port), nil
+	}
+	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa4.Port))[:])
+	return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port), nil
 }
+
+// ip6tSoOriginalDst is IP6T_SO_ORIGINAL_DST, SO_ORIGINAL_DST's IPv6
+// counterpart (linux/netfilter_ipv6/ip6_tables.h).
+const ip6tSoOriginalDst = 80
 
 // StartCapture listens on r.Listen (the capture port) and hands every
 // connection redirected there to r.Dial (the proxy's capture socket),
@@ -277,16 +358,23 @@ func StartCapture(r Relay) (net.Listener, error) {
 		l.Close()
 		return nil, err
 	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go capture(c.(*net.TCPConn), network, addr)
-		}
-	}()
+	go acceptCaptured(l, network, addr)
+	// The same port on ::1, where the synthetic IPv6 addresses are
+	// redirected; without IPv6 there is nothing to listen for.
+	if l6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(CapturePort(r)))); err == nil {
+		go acceptCaptured(l6, network, addr)
+	}
 	return l, nil
+}
+
+func acceptCaptured(l net.Listener, network, addr string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go capture(c.(*net.TCPConn), network, addr)
+	}
 }
 
 func capture(c *net.TCPConn, network, addr string) {

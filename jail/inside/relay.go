@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,11 @@ import (
 // DNSPort is the bridge's resolver port on the jail's loopback, where
 // the capture redirects every query to port 53.
 const DNSPort = 3053
+
+// SyntheticNet6 is the prefix of the resolver's synthetic IPv6 addresses
+// (the proxy's, which gives them out): the one IPv6 prefix routed inside
+// the jail, to the capture.
+var SyntheticNet6 = netip.MustParsePrefix("fd6a:6169:6c00::/64")
 
 // maxDatagrams caps the datagrams a relay has in flight; more are dropped
 // (a resolver's client asks again).
