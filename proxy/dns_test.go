@@ -331,7 +331,9 @@ func TestDNSThenCapture(t *testing.T) {
 	if !strings.Contains(string(got), "400 Bad Request") {
 		t.Errorf("a nameless client at a synthetic address did not reach the server: %q", got)
 	}
-	e.entry(t, func(x Entry) bool { return x.Method == "CAPTURE" && x.Host == "plain.example.test" && x.Verdict == verdictAllow })
+	e.entry(t, func(x Entry) bool {
+		return x.Method == "CAPTURE" && x.Host == "plain.example.test" && x.Verdict == verdictAllow
+	})
 	// Another name (allowed itself) at api's address: refused.
 	for _, u := range []string{"https://other.example.test/x", "http://other.example.test/x"} {
 		if _, err := captured(capSock, api.String()+":443", e).Get(u); err == nil {
