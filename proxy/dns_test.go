@@ -17,7 +17,7 @@ import (
 
 // dnsQuery packs a query for name and type, with an EDNS record when
 // edns is set.
-func dnsQuery(t *testing.T, id uint16, name string, typ dnsmessage.Type, edns bool) []byte {
+func dnsQuery(t testing.TB, id uint16, name string, typ dnsmessage.Type, edns bool) []byte {
 	t.Helper()
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
 	b.StartQuestions()
@@ -352,4 +352,50 @@ func TestDNSThenCapture(t *testing.T) {
 	if en.Verdict != verdictDeny || en.Reason != "synthetic address given to no name" {
 		t.Errorf("unassigned logged %+v", en)
 	}
+}
+
+// FuzzAnswerDNS: any message gets no answer or one that parses, answers
+// its ID, and gives addresses only for a name the rules allow, each one
+// mapping back to that name.
+func FuzzAnswerDNS(f *testing.F) {
+	for _, q := range [][]byte{
+		dnsQuery(f, 1, "api.example.test.", dnsmessage.TypeA, true),
+		dnsQuery(f, 2, "x.wild.test.", dnsmessage.TypeAAAA, false),
+		dnsQuery(f, 3, "evil.example.", dnsmessage.TypeALL, false),
+		{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 12, 0, 1, 0, 1}, // a name pointing at itself
+	} {
+		f.Add(q)
+	}
+	srv, err := New(Config{CA: memCA(f), Rules: Rules{Allow: []string{"api.example.test", "*.wild.test"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		a := srv.answerDNS(msg)
+		if a == nil {
+			return
+		}
+		m := new(dnsmessage.Message)
+		if err := m.Unpack(a); err != nil {
+			t.Fatalf("the answer to %x does not parse: %v", msg, err)
+		}
+		if !m.Response || len(msg) < 2 || m.ID != binary.BigEndian.Uint16(msg) {
+			t.Fatalf("the answer to %x is not a response to it: %+v", msg, m.Header)
+		}
+		for _, r := range m.Answers {
+			var ip netip.Addr
+			switch b := r.Body.(type) {
+			case *dnsmessage.AResource:
+				ip = netip.AddrFrom4(b.A)
+			case *dnsmessage.AAAAResource:
+				ip = netip.AddrFrom16(b.AAAA)
+			default:
+				t.Fatalf("unexpected record %v", r)
+			}
+			name, ok := srv.SyntheticName(ip)
+			if d := srv.rules.Decide(name, 443); !ok || !d.Allow || !strings.EqualFold(strings.TrimSuffix(r.Header.Name.String(), "."), name) {
+				t.Fatalf("%v answered for %q, given to %q (%v)", ip, r.Header.Name, name, d)
+			}
+		}
+	})
 }
