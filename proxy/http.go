@@ -738,6 +738,13 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		writeText(bw, http.StatusForbidden, "jail: the host name carries a secret\n")
 		return
 	}
+	var reason string
+	if host, reason = s.namedHost(host); reason != "" {
+		e.Verdict, e.Reason = verdictDeny, reason
+		s.record(e)
+		writeText(bw, http.StatusForbidden, fmt.Sprintf("jail: CONNECT %s: %s\n", host, reason))
+		return
+	}
 	t, r := s.check(s.ctx, host, port, true)
 	if r != nil {
 		if n, ok := normalizeHost(host); ok {
