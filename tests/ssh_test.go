@@ -462,8 +462,10 @@ func TestSSHNeedsThePort(t *testing.T) {
 }
 
 // Captured, with no proxy variables: plain `ssh` and `git clone` over SSH
-// reach the sshd by its name, which only a resolver inside the jail can
-// give them.
+// reach the sshd by its name, which the jail's resolver gives them (a
+// name allowed with a port resolves), and a name not allowed resolves to
+// nothing. With git push denied and the host allowed without the port,
+// ssh is refused on port 22 and on another port.
 func TestSSHCaptured(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -473,7 +475,7 @@ func TestSSHCaptured(t *testing.T) {
 		line, _ := startLineServer(t)
 		sshConfig(t, s, d, line, []string{sshName + ":22"}, nil)
 		if r := s.Sh("getent hosts " + sshName); r.Code != 0 {
-			t.Skipf("no resolver inside the jail: getent hosts %s fails (exit %d), so a captured ssh cannot name the host", sshName, r.Code)
+			t.Fatalf("the jail's resolver does not resolve %s, allowed with a port, so a captured ssh cannot name the host:\n%s", sshName, r)
 		}
 		r := s.Sh(unsetProxy + sshSh + fmt.Sprintf(`
 			try plain ssh %[1]s -p 22 %[2]s@%[3]s echo ok-captured
@@ -493,6 +495,12 @@ func TestSSHCaptured(t *testing.T) {
 			t.Errorf("captured ssh to %s, which no entry allows, ran its command:\n%s", sshEvil, r)
 		}
 		ds := decisions(t, s, sessionOf(t, r))
+		if e, ok := findDecision(ds, sshEvil, ""); !ok || e.Verdict != "deny" {
+			t.Errorf("want %s refused and logged; got %v in:\n%s", sshEvil, e, dumpDecisions(ds))
+		}
+		if d.Conns() != 2 {
+			t.Errorf("sshd accepted %d connections, want 2 (ssh and clone; none for %s):\n%s", d.Conns(), sshEvil, d.Log())
+		}
 		if e, ok := findRaw(ds, sshName, 22, "allow"); !ok || e.Method != "CAPTURE" || e.BytesUp <= 0 || e.BytesDown <= 0 {
 			t.Errorf("want the captured ssh logged by name with byte counts; got %v up=%d down=%d in:\n%s", e, e.BytesUp, e.BytesDown, dumpDecisions(ds))
 		}
@@ -647,8 +655,8 @@ func TestRawRelayLoggedWhenTheJailEnds(t *testing.T) {
 }
 
 // Captured, with no relay and no proxy variables: psql reaches PostgreSQL
-// by the name allowed with its port, which only a resolver inside the
-// jail can give it, and not through a name allowed without the port.
+// by the name allowed with its port, which the jail's resolver gives it,
+// and not through a name allowed without the port.
 func TestRawTCPPsqlCaptured(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -659,7 +667,7 @@ func TestRawTCPPsqlCaptured(t *testing.T) {
 			"hosts": map[string]string{"db.example.test": addr, "noport.example.test": addr},
 		}})
 		if r := s.Sh("getent hosts db.example.test"); r.Code != 0 {
-			t.Skipf("no resolver inside the jail: getent hosts db.example.test fails (exit %d), so a captured psql cannot name the host", r.Code)
+			t.Fatalf("the jail's resolver does not resolve db.example.test, allowed with a port, so a captured psql cannot name the host:\n%s", r)
 		}
 		r := s.Sh(unsetProxy + sshSh + fmt.Sprintf(`
 			try psql psql "host=db.example.test port=5432 user=%[1]s dbname=postgres connect_timeout=15" -Atc "select 'ok-' || 40+2"
