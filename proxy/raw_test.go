@@ -445,3 +445,42 @@ func TestRawRelayLoggedByClose(t *testing.T) {
 		t.Errorf("after Close the log holds %+v, want the relay once with 5 bytes up and 11 down", got)
 	}
 }
+
+func TestRawAllowed(t *testing.T) {
+	t.Parallel()
+	allow := []string{"git.test:22", "web.test", "*.wild.test:5432", "10.1.2.3:22", "10.9.9.9", "[::1]:2222", "Mixed.Test:22"}
+	for _, tt := range []struct {
+		unknown string
+		host    string
+		port    int
+		want    bool
+	}{
+		{"", "git.test", 22, true},
+		{"", "GIT.test.", 22, true},
+		{"", "git.test", 2222, false},
+		{"", "web.test", 22, false},
+		{"", "web.test", 443, false},
+		{"", "a.wild.test", 5432, true},
+		{"", "wild.test", 5432, false},
+		{"", "a.wild.test", 22, false},
+		{"", "10.1.2.3", 22, true},
+		{"", "10.9.9.9", 22, false},
+		{"", "::1", 2222, true},
+		{"", "mixed.test", 22, true},
+		{"", "other.test", 22, false},
+		{"allow", "other.test", 22, true},
+		{"allow", "web.test", 5432, true},
+		{"allow", "10.9.9.9", 22, false},
+		{"allow", "127.1", 22, false},
+		{"allow", "10.1.2.3", 22, true},
+		{"deny", "other.test", 22, false},
+	} {
+		h, ok := normalizeHost(tt.host)
+		if !ok {
+			t.Fatalf("%q: not a host", tt.host)
+		}
+		if got := (Rules{Allow: allow, Unknown: tt.unknown}).rawAllowed(h, tt.port); got != tt.want {
+			t.Errorf("unknown=%q, %s:%d: rawAllowed %v, want %v", tt.unknown, tt.host, tt.port, got, tt.want)
+		}
+	}
+}
