@@ -40,16 +40,19 @@ const (
 	nbPlainAddr = "192.0.2.21"
 )
 
-// TestNetBench measures HTTPS and HTTP through the jail (the bridge in
-// the jail, the capture, the host proxy's interception) against the same
+// TestNetBench measures HTTPS and HTTP through the jail (the capture and
+// the bridge in the jail, the host proxy's interception) against the same
 // curl run directly on the host, the two interleaved pair by pair in one
 // run, and prints for each row both medians, their spread (p25–p75) and
 // the added time or the ratio: a new HTTPS connection (captured, and
-// through the proxy variables), a keep-alive request, a bulk HTTPS
-// download through interception, a plain HTTP bulk download, and the
-// peak RSS of the host jail process (the proxy) while 64 bulk streams run
-// at once. It is a benchmark: `make bench` runs it with JAIL_NET_BENCH=1,
-// and plain test runs skip it.
+// through the proxy variables), a keep-alive request, bulk HTTPS
+// downloads through interception (HTTP/1.1, and HTTP/2 to the proxy), a
+// plain HTTP bulk download, and the peak RSS of the host jail process
+// (the proxy) while 64 bulk streams run at once. The direct curl trusts
+// a file holding the test CA alone, so that a new connection's added time
+// includes whatever the jail's trust costs a client. It is a benchmark:
+// `make bench` runs it with JAIL_NET_BENCH=1, and plain test runs skip
+// it.
 func TestNetBench(t *testing.T) {
 	if os.Getenv("JAIL_NET_BENCH") == "" {
 		t.Skip("a benchmark: set JAIL_NET_BENCH=1 (make bench does)")
@@ -97,7 +100,7 @@ func TestNetBench(t *testing.T) {
 	rows = append(rows, benchBulk(t, "bulk HTTPS, HTTP/2 to the proxy", "--http2", j, direct, jailed, tlsDirect, tlsJail))
 	rows = append(rows, benchBulk(t, "plain HTTP bulk", "--http1.1", j, direct, jailed, plainDirect, plainJail))
 	rows = append(rows, benchStreams(t, j, srv, tlsJail))
-	t.Log("network through the jail (capture, bridge, host proxy) against the same curl direct on the host, interleaved:")
+	t.Log("network through the jail (capture, bridge, host proxy) against the same curl direct on the host, interleaved pair by pair:")
 	for _, r := range rows {
 		t.Log(r.String())
 	}
