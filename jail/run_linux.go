@@ -84,12 +84,21 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 	}
 	// Protected paths missing at start are held by placeholders for the
-	// life of the jail (bubblewrap binds them read-only).
-	release, err := holdPlaceholders(plan)
-	if err != nil {
-		return 125, &ExitError{125, err}
+	// life of the jail. When only init's mounts need them, they are made
+	// while bubblewrap starts: init mounts nothing, and runs nothing,
+	// before the host's go-ahead, which waits for them.
+	var hold *placeholderHold
+	defer func() {
+		if hold != nil {
+			hold.releaseAll()
+		}
+	}()
+	async := placeholdersForInit(plan)
+	if !async {
+		if hold = startHold(plan, false); hold.wait() != nil {
+			return 125, &ExitError{125, hold.err}
+		}
 	}
-	defer release()
 	if err := writeGitExclude(plan.GitExclude); err != nil {
 		return 125, &ExitError{125, err}
 	}
@@ -223,6 +232,9 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	// bubblewrap must survive a Ctrl-C meant for the command: ignored
 	// signals stay ignored across exec, and init restores them.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	if async {
+		hold = startHold(plan, true)
+	}
 	// syscall.ForkExec rather than os/exec: no pidfd probe fork, and
 	// nothing of the host's environment reaches init.
 	pid, err := syscall.ForkExec(bwrap, argv, &syscall.ProcAttr{Env: []string{}, Files: files})
@@ -279,6 +291,12 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	netReady := make(chan error, 1)
 	tokenEndpoints, signIns := signInEndpoints(plan)
 	go func() {
+		if hold != nil {
+			if err := hold.wait(); err != nil {
+				netReady <- err
+				return
+			}
+		}
 		if infoR != nil {
 			pid, err := childPid(infoR)
 			if err == nil && held {
@@ -362,6 +380,70 @@ loop:
 		stderr.Write(bwrapErr.Bytes())
 	}
 	return inside.ExitCode(ws), nil
+}
+
+// placeholderHold is the making of a plan's placeholders, perhaps still
+// going on beside bubblewrap's start.
+type placeholderHold struct {
+	done    chan struct{}
+	release func()
+	err     error
+}
+
+// startHold makes the plan's placeholders, in the background when async,
+// else before it returns.
+func startHold(plan *Plan, async bool) *placeholderHold {
+	h := &placeholderHold{done: make(chan struct{})}
+	run := func() {
+		defer close(h.done)
+		h.release, h.err = holdPlaceholders(plan)
+	}
+	if async {
+		go run()
+	} else {
+		run()
+	}
+	return h
+}
+
+// wait waits until the placeholders are in place, or could not be made.
+func (h *placeholderHold) wait() error {
+	<-h.done
+	return h.err
+}
+
+// releaseAll removes what the hold made, once it is done.
+func (h *placeholderHold) releaseAll() {
+	if h.wait() == nil {
+		h.release()
+	}
+}
+
+// placeholdersForInit reports whether nothing but init's mounts needs the
+// plan's placeholders: each lies in a tree init binds, and bubblewrap
+// binds nothing from or onto a path at or below one (host or jail side).
+// Sign-in views list host directories that placeholders may be in: with
+// them, the placeholders are made first.
+func placeholdersForInit(plan *Plan) bool {
+	if len(plan.Placeholders) == 0 || len(plan.SignInViews) > 0 {
+		return false
+	}
+	for _, ph := range plan.Placeholders {
+		i := slices.IndexFunc(plan.Mounts, func(m InitMount) bool { return under(ph.Path, m.Host) })
+		if i < 0 {
+			return false
+		}
+		m := plan.Mounts[i]
+		inJail := m.Path + strings.TrimPrefix(ph.Path, m.Host)
+		for _, op := range plan.Ops {
+			for _, p := range []string{ph.Path, inJail} {
+				if (op.Src != "" && under(op.Src, p)) || under(op.Dest, p) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // foregroundTTY returns the terminal among stdin, stdout and stderr and

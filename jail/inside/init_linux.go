@@ -72,6 +72,22 @@ func Main() {
 	if err := closeStrayFDs(); err != nil {
 		fail(125, err)
 	}
+	// Transparent capture, with the CAP_NET_ADMIN bubblewrap left for it.
+	// Without it (a kernel without nftables' nat), the jail still runs:
+	// programs that honour the proxy variables reach the proxy, the others
+	// have no route out. It needs nothing of the host's, so it goes while
+	// the host finishes its part.
+	captured := spec.Capture.Listen != "" && ProgramCapture(CapturePort(spec.Capture)) == nil
+	controlPipe := os.NewFile(fdControl, "control")
+	if spec.WaitProxy {
+		// The host starts its proxy while bubblewrap builds the jail (and
+		// the placeholders init binds, the tracer) and says 0 when all
+		// serve; nothing is mounted or run without it.
+		b := make([]byte, 1)
+		if _, err := controlPipe.Read(b); err != nil || b[0] != 0 {
+			fail(125, errors.New("the proxy did not start"))
+		}
+	}
 	// init's own mounts, with the capabilities bubblewrap left for them,
 	// which go right after: in learning and watch modes the real home
 	// through a throwaway overlay, then the placeholders and pins.
@@ -88,11 +104,6 @@ func Main() {
 			fail(125, err)
 		}
 	}
-	// Transparent capture, with the CAP_NET_ADMIN bubblewrap left for it.
-	// Without it (a kernel without nftables' nat), the jail still runs:
-	// programs that honour the proxy variables reach the proxy, the others
-	// have no route out.
-	captured := spec.Capture.Listen != "" && ProgramCapture(CapturePort(spec.Capture)) == nil
 	if spec.OverlayHome != "" || len(spec.Mounts) > 0 || spec.Capture.Listen != "" {
 		if err := dropCapabilities(); err != nil {
 			fail(125, err)
@@ -160,15 +171,6 @@ func Main() {
 		fail(125, fmt.Errorf("init: starting the network bridge: %w", err))
 	}
 	<-sigReady
-	controlPipe := os.NewFile(fdControl, "control")
-	if spec.WaitProxy {
-		// The host starts its proxy while bubblewrap builds the jail and
-		// says 0 when it serves; no command runs without it.
-		b := make([]byte, 1)
-		if _, err := controlPipe.Read(b); err != nil || b[0] != 0 {
-			fail(125, errors.New("the proxy did not start"))
-		}
-	}
 
 	path, code, err := lookPath(spec.Argv[0], EnvValue(spec.Env, "PATH"), spec.Dir)
 	if err != nil {
