@@ -48,11 +48,8 @@ func ProgramCapture(port int) error {
 
 // programNetns sets up the capture in the current network namespace.
 func programNetns(port int) error {
-	if err := setLinkUp("lo"); err != nil {
-		return fmt.Errorf("capture: bringing lo up: %w", err)
-	}
-	if err := addDefaultRouteLo(); err != nil {
-		return fmt.Errorf("capture: adding a default route on lo: %w", err)
+	if err := upLoopbackRoute(); err != nil {
+		return fmt.Errorf("capture: %w", err)
 	}
 	if err := addRedirect(port); err != nil {
 		return fmt.Errorf("capture: programming nftables: %w", err)
@@ -127,36 +124,41 @@ func addRedirect(port int) error {
 	return c.Flush()
 }
 
-// setLinkUp sets an interface up over rtnetlink.
-func setLinkUp(name string) error {
-	ifc, err := net.InterfaceByName(name)
-	if err != nil {
-		return err
-	}
-	msg := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: int32(ifc.Index), Flags: unix.IFF_UP, Change: unix.IFF_UP}
-	return rtnetlink(unix.RTM_NEWLINK, 0, unsafe.Slice((*byte)(unsafe.Pointer(&msg)), unix.SizeofIfInfomsg))
-}
+// loIndex is lo's interface index: the kernel gives every network
+// namespace's loopback index 1, before any other interface exists.
+const loIndex = 1
 
-// addDefaultRouteLo adds "default dev lo src 127.0.0.1" to the main IPv4
-// table.
-func addDefaultRouteLo() error {
-	lo, err := net.InterfaceByName("lo")
-	if err != nil {
-		return err
-	}
+// upLoopbackRoute sets lo up and adds "default dev lo src 127.0.0.1" to
+// the main IPv4 table: both requests in one write to rtnetlink, each
+// acknowledged.
+func upLoopbackRoute() error {
+	link := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: loIndex, Flags: unix.IFF_UP, Change: unix.IFF_UP}
 	rt := unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
 		Scope: unix.RT_SCOPE_LINK, Type: unix.RTN_UNICAST}
 	oif := make([]byte, 4)
-	binary.NativeEndian.PutUint32(oif, uint32(lo.Index))
-	body := append(unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg), rtattr(unix.RTA_OIF, oif)...)
+	binary.NativeEndian.PutUint32(oif, loIndex)
+	route := append(unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg), rtattr(unix.RTA_OIF, oif)...)
 	// Connections leave from 127.0.0.1: lo's address is of host scope,
 	// which the kernel would not pick for a route of link scope.
-	body = append(body, rtattr(unix.RTA_PREFSRC, []byte{127, 0, 0, 1})...)
-	return rtnetlink(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
+	route = append(route, rtattr(unix.RTA_PREFSRC, []byte{127, 0, 0, 1})...)
+	return rtnetlink([]nlRequest{
+		{"bringing lo up", unix.RTM_NEWLINK, 0, unsafe.Slice((*byte)(unsafe.Pointer(&link)), unix.SizeofIfInfomsg)},
+		{"adding a default route on lo", unix.RTM_NEWROUTE, unix.NLM_F_CREATE | unix.NLM_F_EXCL, route},
+	})
 }
 
-// rtnetlink sends one request and waits for the kernel's answer.
-func rtnetlink(typ, flags uint16, body []byte) error {
+// nlRequest is one rtnetlink request: what it does, its type, flags and
+// body.
+type nlRequest struct {
+	what  string
+	typ   uint16
+	flags uint16
+	body  []byte
+}
+
+// rtnetlink sends the requests in one write on one socket and waits for
+// the kernel's answer to each, in order; the first refusal is the error.
+func rtnetlink(reqs []nlRequest) error {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
 		return err
@@ -165,30 +167,37 @@ func rtnetlink(typ, flags uint16, body []byte) error {
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
-	hdr := unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr + len(body)), Type: typ,
-		Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | flags, Seq: 1}
-	msg := append(unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unix.SizeofNlMsghdr), body...)
+	var msg []byte
+	for i, r := range reqs {
+		hdr := unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr + len(r.body)), Type: r.typ,
+			Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | r.flags, Seq: uint32(i + 1)}
+		msg = append(append(msg, unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unix.SizeofNlMsghdr)...), r.body...)
+	}
 	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
 	buf := make([]byte, 4096)
-	n, _, err := unix.Recvfrom(fd, buf, 0)
-	if err != nil {
-		return err
-	}
-	msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-	if err != nil {
-		return err
-	}
-	for _, m := range msgs {
-		if m.Header.Type == unix.NLMSG_ERROR && len(m.Data) >= 4 {
-			if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
-				return syscall.Errno(-errno)
+	for answered := 0; answered < len(reqs); {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			return err
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			seq := int(m.Header.Seq)
+			if m.Header.Type != unix.NLMSG_ERROR || len(m.Data) < 4 || seq < 1 || seq > len(reqs) {
+				continue
 			}
-			return nil
+			if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
+				return fmt.Errorf("%s: %w", reqs[seq-1].what, syscall.Errno(-errno))
+			}
+			answered++
 		}
 	}
-	return fmt.Errorf("no answer from the kernel")
+	return nil
 }
 
 // rtattr encodes one route attribute, padded to 4 bytes.
