@@ -2,6 +2,7 @@ package inside
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -20,70 +21,77 @@ import (
 // and an nftables nat output chain redirecting TCP to the port, in the
 // jail's own network namespace. It needs CAP_NET_ADMIN there, which init
 // drops right after. IPv6 gets no route: an IPv6 connection fails with
-// "network unreachable". UDP is not captured: it reaches nothing, and
-// names still resolve only at the proxy (a resolver inside the jail, fed
-// by the proxy's rules, would let these programs use names too).
+// "network unreachable". UDP is not captured: it reaches nothing.
+//
+// An error means the capture was not made and the network is as without
+// it: loopback only, no route out, the bridge's proxy ports the only way
+// to the proxy. An error that wraps ErrNetworkLost means init is left
+// without a network it can serve the bridge in, and must not run the
+// command.
 func ProgramCapture(port int) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("capture: bad port %d", port)
 	}
-	old, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("capture: opening the network namespace: %w", err)
+	// Init leaves bubblewrap's network namespace for good: that one
+	// belongs to a user namespace above init's, so no thread can go
+	// back. Every thread must move, which the Go runtime does only when
+	// built without cgo: find out before the first one leaves.
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno != 0 {
+		return errors.New("capture: this jail binary is built with cgo, whose threads cannot all move to a network namespace of their own")
 	}
-	defer unix.Close(old)
-	if err := enterOwnNetns(old); err != nil {
+	if err := enterOwnNetns(); err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}
-	if err := programNetns(port); err != nil {
-		// Back, every thread, to the jail's namespace, where the bridge
-		// serves the proxy variables as without the capture.
-		if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(old), unix.CLONE_NEWNET, 0); errno != 0 {
-			panic(fmt.Sprintf("init: returning to the jail's network namespace: %v", errno))
-		}
-		return err
-	}
-	return nil
+	return programNetns(port)
 }
 
-// programNetns sets up the capture in the current network namespace.
+// programNetns sets up the capture in the current network namespace, over
+// one rtnetlink socket: lo up, the redirect, the route.
 func programNetns(port int) error {
-	if err := upLoopbackRoute(); err != nil {
-		return fmt.Errorf("capture: %w", err)
+	rt, err := openRtnetlink()
+	if err != nil {
+		return fmt.Errorf("capture: bringing lo up: %w: %w", err, ErrNetworkLost)
 	}
+	defer unix.Close(rt)
+	if err := setLoUp(rt); err != nil {
+		return fmt.Errorf("capture: bringing lo up: %w: %w", err, ErrNetworkLost)
+	}
+	// The redirect before the route: when it cannot be made, no route
+	// is left either, and a connection out fails at once as it would
+	// without the capture.
 	if err := addRedirect(port); err != nil {
 		return fmt.Errorf("capture: programming nftables: %w", err)
 	}
+	if err := addDefaultRouteLo(rt); err != nil {
+		return fmt.Errorf("capture: adding a default route on lo: %w", err)
+	}
 	return nil
 }
 
+// ErrNetworkLost is wrapped by a capture error after which init has no
+// network namespace in which the bridge can listen.
+var ErrNetworkLost = errors.New("the jail's network is lost")
+
 // enterOwnNetns moves every thread of init into a new network namespace
 // of init's own user namespace. bubblewrap made the jail's network
-// namespace (old) in an outer user namespace and runs init in a nested
-// one (so that the command cannot make more): there, init's CAP_NET_ADMIN
-// does not reach the jail's network. The new namespace is as empty (a
-// loopback only); the old one is left with nothing in it. Namespaces are
-// per thread: one thread unshares, then all join it, which the Go runtime
-// can do only when built without cgo; otherwise this thread goes back and
-// the capture is not made.
-func enterOwnNetns(old int) error {
+// namespace in an outer user namespace and runs init in a nested one (so
+// that the command cannot make more): there, init's CAP_NET_ADMIN does not
+// reach the jail's network. The new namespace is as empty (a loopback,
+// down); the old one is left with nothing in it. Namespaces are per
+// thread: this one unshares, then every thread joins it. An error before
+// the unshare leaves every thread where it was; one after wraps
+// ErrNetworkLost.
+func enterOwnNetns() error {
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("making a network namespace: %w", err)
 	}
 	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		defer unix.Close(fd)
-		if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(fd), unix.CLONE_NEWNET, 0); errno != 0 {
-			err = errno
-		}
-	}
 	if err != nil {
-		if berr := unix.Setns(old, unix.CLONE_NEWNET); berr != nil {
-			// This thread, which forks the command, would be in a
-			// namespace the bridge is not in.
-			panic(fmt.Sprintf("init: returning to the jail's network namespace: %v", berr))
-		}
-		return fmt.Errorf("moving every thread to the new network namespace: %w", err)
+		return fmt.Errorf("opening the new network namespace: %w: %w", err, ErrNetworkLost)
+	}
+	defer unix.Close(fd)
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(fd), unix.CLONE_NEWNET, 0); errno != 0 {
+		return fmt.Errorf("moving every thread to the new network namespace: %w: %w", errno, ErrNetworkLost)
 	}
 	return nil
 }
@@ -125,79 +133,70 @@ func addRedirect(port int) error {
 }
 
 // loIndex is lo's interface index: the kernel gives every network
-// namespace's loopback index 1, before any other interface exists.
+// namespace's loopback index 1, before any other interface exists (no
+// need to list the interfaces to find it).
 const loIndex = 1
 
-// upLoopbackRoute sets lo up and adds "default dev lo src 127.0.0.1" to
-// the main IPv4 table: both requests in one write to rtnetlink, each
-// acknowledged.
-func upLoopbackRoute() error {
-	link := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: loIndex, Flags: unix.IFF_UP, Change: unix.IFF_UP}
-	rt := unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
+// setLoUp sets lo up.
+func setLoUp(rt int) error {
+	msg := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: loIndex, Flags: unix.IFF_UP, Change: unix.IFF_UP}
+	return rtnetlink(rt, unix.RTM_NEWLINK, 0, unsafe.Slice((*byte)(unsafe.Pointer(&msg)), unix.SizeofIfInfomsg))
+}
+
+// addDefaultRouteLo adds "default dev lo src 127.0.0.1" to the main IPv4
+// table.
+func addDefaultRouteLo(rt int) error {
+	msg := unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
 		Scope: unix.RT_SCOPE_LINK, Type: unix.RTN_UNICAST}
 	oif := make([]byte, 4)
 	binary.NativeEndian.PutUint32(oif, loIndex)
-	route := append(unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg), rtattr(unix.RTA_OIF, oif)...)
+	body := append(unsafe.Slice((*byte)(unsafe.Pointer(&msg)), unix.SizeofRtMsg), rtattr(unix.RTA_OIF, oif)...)
 	// Connections leave from 127.0.0.1: lo's address is of host scope,
 	// which the kernel would not pick for a route of link scope.
-	route = append(route, rtattr(unix.RTA_PREFSRC, []byte{127, 0, 0, 1})...)
-	return rtnetlink([]nlRequest{
-		{"bringing lo up", unix.RTM_NEWLINK, 0, unsafe.Slice((*byte)(unsafe.Pointer(&link)), unix.SizeofIfInfomsg)},
-		{"adding a default route on lo", unix.RTM_NEWROUTE, unix.NLM_F_CREATE | unix.NLM_F_EXCL, route},
-	})
+	body = append(body, rtattr(unix.RTA_PREFSRC, []byte{127, 0, 0, 1})...)
+	return rtnetlink(rt, unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
 }
 
-// nlRequest is one rtnetlink request: what it does, its type, flags and
-// body.
-type nlRequest struct {
-	what  string
-	typ   uint16
-	flags uint16
-	body  []byte
-}
-
-// rtnetlink sends the requests in one write on one socket and waits for
-// the kernel's answer to each, in order; the first refusal is the error.
-func rtnetlink(reqs []nlRequest) error {
+// openRtnetlink opens and binds an rtnetlink socket.
+func openRtnetlink() (int, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
-		return err
+		return -1, err
 	}
-	defer unix.Close(fd)
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return err
+		unix.Close(fd)
+		return -1, err
 	}
-	var msg []byte
-	for i, r := range reqs {
-		hdr := unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr + len(r.body)), Type: r.typ,
-			Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | r.flags, Seq: uint32(i + 1)}
-		msg = append(append(msg, unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unix.SizeofNlMsghdr)...), r.body...)
-	}
+	return fd, nil
+}
+
+// rtnetlink sends one request on the socket and waits for the kernel's
+// answer.
+func rtnetlink(fd int, typ, flags uint16, body []byte) error {
+	hdr := unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr + len(body)), Type: typ,
+		Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | flags, Seq: uint32(typ)}
+	msg := append(unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unix.SizeofNlMsghdr), body...)
 	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
 	buf := make([]byte, 4096)
-	for answered := 0; answered < len(reqs); {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return err
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			seq := int(m.Header.Seq)
-			if m.Header.Type != unix.NLMSG_ERROR || len(m.Data) < 4 || seq < 1 || seq > len(reqs) {
-				continue
-			}
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return err
+	}
+	msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Header.Type == unix.NLMSG_ERROR && m.Header.Seq == hdr.Seq && len(m.Data) >= 4 {
 			if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
-				return fmt.Errorf("%s: %w", reqs[seq-1].what, syscall.Errno(-errno))
+				return syscall.Errno(-errno)
 			}
-			answered++
+			return nil
 		}
 	}
-	return nil
+	return fmt.Errorf("no answer from the kernel")
 }
 
 // rtattr encodes one route attribute, padded to 4 bytes.

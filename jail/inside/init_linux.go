@@ -77,7 +77,14 @@ func Main() {
 	// programs that honour the proxy variables reach the proxy, the others
 	// have no route out. It needs nothing of the host's, so it goes while
 	// the host finishes its part.
-	captured := spec.Capture.Listen != "" && ProgramCapture(CapturePort(spec.Capture)) == nil
+	captured := false
+	if spec.Capture.Listen != "" {
+		err := ProgramCapture(CapturePort(spec.Capture))
+		if errors.Is(err, ErrNetworkLost) {
+			fail(125, err)
+		}
+		captured = err == nil
+	}
 	controlPipe := os.NewFile(fdControl, "control")
 	if spec.WaitProxy {
 		// The host starts its proxy while bubblewrap builds the jail (and
