@@ -35,8 +35,9 @@ func ProgramCapture(port int) error {
 	// Init leaves bubblewrap's network namespace for good: that one
 	// belongs to a user namespace above init's, so no thread can go
 	// back. Every thread must move, which the Go runtime does only when
-	// built without cgo: find out before the first one leaves.
-	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno != 0 {
+	// built without cgo: find out before the first one leaves (from the
+	// build, not by stopping every thread once more to ask).
+	if builtWithCgo {
 		return errors.New("capture: this jail binary is built with cgo, whose threads cannot all move to a network namespace of their own")
 	}
 	if err := enterOwnNetns(); err != nil {
