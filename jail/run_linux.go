@@ -145,6 +145,11 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
 	defer func() {
+		if async && hold != nil {
+			// The jail is gone: its placeholders go while the proxy
+			// stops (neither touches what the other does).
+			go hold.releaseAll()
+		}
 		if summary := ns.close(); summary != "" {
 			fmt.Fprintf(stderr, "jail: %s\n", Escaped(summary)) // names the jailed run chose
 		}
@@ -385,15 +390,17 @@ loop:
 // placeholderHold is the making of a plan's placeholders, perhaps still
 // going on beside bubblewrap's start.
 type placeholderHold struct {
-	done    chan struct{}
-	release func()
-	err     error
+	done     chan struct{}
+	release  func()
+	err      error
+	once     sync.Once
+	released chan struct{}
 }
 
 // startHold makes the plan's placeholders, in the background when async,
 // else before it returns.
 func startHold(plan *Plan, async bool) *placeholderHold {
-	h := &placeholderHold{done: make(chan struct{})}
+	h := &placeholderHold{done: make(chan struct{}), released: make(chan struct{})}
 	run := func() {
 		defer close(h.done)
 		h.release, h.err = holdPlaceholders(plan)
@@ -412,11 +419,16 @@ func (h *placeholderHold) wait() error {
 	return h.err
 }
 
-// releaseAll removes what the hold made, once it is done.
+// releaseAll removes what the hold made, once it is done; a second call
+// waits for the first.
 func (h *placeholderHold) releaseAll() {
-	if h.wait() == nil {
-		h.release()
-	}
+	h.once.Do(func() {
+		defer close(h.released)
+		if h.wait() == nil {
+			h.release()
+		}
+	})
+	<-h.released
 }
 
 // placeholdersForInit reports whether nothing but init's mounts needs the

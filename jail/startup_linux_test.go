@@ -64,3 +64,48 @@ func TestPlaceholderPoolStaysBounded(t *testing.T) {
 		t.Errorf("the trim removed a spare with a file in it: %v", err)
 	}
 }
+
+// TestPlaceholdersForInit: placeholders are made beside bubblewrap's start
+// only when nothing bubblewrap binds depends on them; a bind onto or from
+// a path at or below one (host or jail side), a placeholder outside every
+// tree init binds, or a sign-in view makes them first, as before.
+func TestPlaceholdersForInit(t *testing.T) {
+	base := func() *Plan {
+		return &Plan{
+			Ops:          []Op{{Kind: "bind", Src: "/p", Dest: "/p"}, {Kind: "ro-bind", Src: "/etc", Dest: "/etc"}},
+			Mounts:       []InitMount{{Path: "/p/.vscode", Host: "/p/.vscode", ReadOnly: true}, {Path: "/j/cfg", Host: "/h/cfg", ReadOnly: true}},
+			Placeholders: []PathPlaceholder{{Path: "/p/.vscode", Dir: true}},
+		}
+	}
+	cases := []struct {
+		name string
+		edit func(*Plan)
+		want bool
+	}{
+		{"only init binds them", func(*Plan) {}, true},
+		{"inside a tree init binds", func(p *Plan) {
+			p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: "/p/.vscode/settings.json", Content: "{}"})
+		}, true},
+		{"none", func(p *Plan) { p.Placeholders = nil }, false},
+		{"bubblewrap binds onto one", func(p *Plan) { p.Ops = append(p.Ops, Op{Kind: "mask", Dest: "/p/.vscode"}) }, false},
+		{"bubblewrap binds below one", func(p *Plan) {
+			p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: "/s/x", Dest: "/p/.vscode/x"})
+		}, false},
+		{"bubblewrap binds from one", func(p *Plan) { p.Ops = append(p.Ops, Op{Kind: "ro-bind", Src: "/p/.vscode", Dest: "/q"}) }, false},
+		{"bubblewrap binds below its jail path", func(p *Plan) {
+			p.Placeholders = []PathPlaceholder{{Path: "/h/cfg", Dir: true}}
+			p.Ops = append(p.Ops, Op{Kind: "mask", Dest: "/j/cfg/token"})
+		}, false},
+		{"outside every tree init binds", func(p *Plan) {
+			p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: "/p/.envrc"})
+		}, false},
+		{"sign-in views", func(p *Plan) { p.SignInViews = []SignInView{{}} }, false},
+	}
+	for _, c := range cases {
+		p := base()
+		c.edit(p)
+		if got := placeholdersForInit(p); got != c.want {
+			t.Errorf("%s: placeholdersForInit = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
