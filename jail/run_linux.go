@@ -144,13 +144,21 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
-	defer func() {
+	var netOnce sync.Once
+	var netSummary string
+	closeNet := func() string { netOnce.Do(func() { netSummary = ns.close() }); return netSummary }
+	// cleanUp starts, once nothing of the jail is left, what needs it
+	// gone: the proxy stops, and the placeholders go back to the pool
+	// (neither touches what the other does). Both are waited for below.
+	cleanUp := func() {
 		if async && hold != nil {
-			// The jail is gone: its placeholders go while the proxy
-			// stops (neither touches what the other does).
 			go hold.releaseAll()
 		}
-		if summary := ns.close(); summary != "" {
+		go closeNet()
+	}
+	defer func() {
+		cleanUp()
+		if summary := closeNet(); summary != "" {
 			fmt.Fprintf(stderr, "jail: %s\n", Escaped(summary)) // names the jailed run chose
 		}
 	}()
@@ -273,11 +281,19 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	wg.Add(2)
 	go func() { defer wg.Done(); io.Copy(&bwrapErr, io.LimitReader(errR, 64<<10)); io.Copy(io.Discard, errR) }()
 	var st inside.Status
+	// init's second line says the jail is gone but for init itself, which
+	// the kernel is taking down: the cleaning up starts then, beside it.
+	gone := make(chan struct{})
 	go func() {
 		defer wg.Done()
-		line, err := bufio.NewReader(statusR).ReadBytes('\n')
+		r := bufio.NewReader(statusR)
+		line, err := r.ReadBytes('\n')
 		if err == nil || len(line) > 0 {
 			json.Unmarshal(line, &st)
+		}
+		var last inside.Status
+		if line, err := r.ReadBytes('\n'); st.Started && err == nil && json.Unmarshal(line, &last) == nil && last.Gone {
+			close(gone)
 		}
 	}()
 
@@ -349,6 +365,9 @@ loop:
 			} else {
 				pending = append(pending, b)
 			}
+		case <-gone:
+			gone = nil
+			cleanUp()
 		case ws = <-done:
 			break loop
 		}
