@@ -144,21 +144,18 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
-	var netOnce sync.Once
-	var netSummary string
-	closeNet := func() string { netOnce.Do(func() { netSummary = ns.close() }); return netSummary }
-	// cleanUp starts, once nothing of the jail is left, what needs it
-	// gone: the proxy stops, and the placeholders go back to the pool
-	// (neither touches what the other does). Both are waited for below.
-	cleanUp := func() {
+	// releaseEarly sends the placeholders back to the pool beside the
+	// proxy's shutdown, or, when init says the jail is gone and nothing
+	// after the exit reads what the jail wrote, beside the kernel's
+	// taking down of its namespaces. jail waits for it before it returns.
+	releaseEarly := func() {
 		if async && hold != nil {
 			go hold.releaseAll()
 		}
-		go closeNet()
 	}
 	defer func() {
-		cleanUp()
-		if summary := closeNet(); summary != "" {
+		releaseEarly()
+		if summary := ns.close(); summary != "" {
 			fmt.Fprintf(stderr, "jail: %s\n", Escaped(summary)) // names the jailed run chose
 		}
 	}()
@@ -282,7 +279,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	go func() { defer wg.Done(); io.Copy(&bwrapErr, io.LimitReader(errR, 64<<10)); io.Copy(io.Discard, errR) }()
 	var st inside.Status
 	// init's second line says the jail is gone but for init itself, which
-	// the kernel is taking down: the cleaning up starts then, beside it.
+	// the kernel is taking down: the placeholders may go then, beside it.
 	gone := make(chan struct{})
 	go func() {
 		defer wg.Done()
@@ -366,8 +363,13 @@ loop:
 				pending = append(pending, b)
 			}
 		case <-gone:
+			// Agent files and sign-ins are merged back below, and a
+			// learning run reads what it saw: the placeholders wait for
+			// those.
 			gone = nil
-			cleanUp()
+			if len(plan.AgentFiles) == 0 && len(plan.SignIn) == 0 && obs == nil {
+				releaseEarly()
+			}
 		case ws = <-done:
 			break loop
 		}
