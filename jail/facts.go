@@ -205,6 +205,13 @@ func (f *Facts) findHardLinks(pol *Policy) error {
 	// directories: names counted, never denied files.
 	views := filepath.Join(f.StateDir, "views")
 	walkLinked(views, nil, func(path string, key [2]uint64, n uint64) { c.note(path, key, n, false) }, func(*WalkError) {})
+	// The placeholder pool holds only jail's spare placeholders (empty
+	// directories, files of placeholder content, each taken only while
+	// it is exactly that): no secret to find other names of, and as many
+	// entries as placeholders were ever held at once, which would make
+	// every start walk them.
+	pool := filepath.Join(f.StateDir, "placeholders", "pool")
+	skip := func(path string) bool { return path == views || path == pool }
 	for _, pat := range deniedPatterns(pol, f.Home, f.CADir, f.StateDir) {
 		list := []string{pat}
 		if HasMeta(pat) {
@@ -215,7 +222,7 @@ func (f *Facts) findHardLinks(pol *Policy) error {
 				continue
 			}
 			walked[p] = true
-			err := walkLinked(p, func(path string) bool { return path == views }, func(path string, key [2]uint64, n uint64) {
+			err := walkLinked(p, skip, func(path string, key [2]uint64, n uint64) {
 				c.note(path, key, n, false)
 				if sensitive[key] == "" {
 					sensitive[key] = path

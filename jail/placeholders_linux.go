@@ -181,7 +181,11 @@ func holdPlaceholders(plan *Plan) (release func(), err error) {
 	if err := s.save(m); err != nil {
 		return nil, err
 	}
-	release = func() { releaseSession(plan.StateDir, plan.Session) }
+	excess := pool.excess
+	release = func() {
+		releaseSession(plan.StateDir, plan.Session)
+		trimPool(pool.dir, excess)
+	}
 	for i := range me.Made {
 		if err := pool.make(&me.Made[i]); err != nil {
 			s.save(m)
@@ -256,7 +260,7 @@ func releaseJournal(dir string, j *journal, others map[string]*journal) *journal
 			}
 		}
 	}
-	pool := newPool(dir)
+	pool := &pool{dir: filepath.Join(dir, "pool")} // removing needs no list of the spares
 	var kept []journalEntry
 	for i := len(j.Made) - 1; i >= 0; i-- {
 		if e := j.Made[i]; busy[e.Path] {
@@ -279,8 +283,12 @@ func releaseJournal(dir string, j *journal, others map[string]*journal) *journal
 type pool struct {
 	dir   string
 	spare map[string][]string // kind ("d" or "f-HASH") -> entry names
-	dev   uint64              // the pool's filesystem
-	fs    map[string]bool     // directory -> on the pool's filesystem
+	// excess are the spares past maxSpare of their kind: the pool grows
+	// to as many placeholders as were ever held at once, and every start
+	// lists it.
+	excess []string
+	dev    uint64          // the pool's filesystem
+	fs     map[string]bool // directory -> on the pool's filesystem
 }
 
 func newPool(dir string) *pool {
@@ -297,10 +305,35 @@ func newPool(dir string) *pool {
 	for _, e := range entries {
 		if i := strings.LastIndexByte(e.Name(), '-'); i > 0 {
 			kind := e.Name()[:i]
+			if len(p.spare[kind]) >= maxSpare {
+				p.excess = append(p.excess, e.Name())
+				continue
+			}
 			p.spare[kind] = append(p.spare[kind], e.Name())
 		}
 	}
 	return p
+}
+
+// maxSpare is how many spares of one kind the pool keeps.
+const maxSpare = 64
+
+// trimPool removes the named spares of the pool dir: empty directories
+// and regular files, never anything else.
+func trimPool(dir string, names []string) {
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			continue
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			unix.Rmdir(p) // fails when not empty: then it stays
+		case unix.S_IFREG:
+			unix.Unlink(p)
+		}
+	}
 }
 
 // kind names the pool bucket a placeholder comes from.

@@ -84,12 +84,21 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 	}
 	// Protected paths missing at start are held by placeholders for the
-	// life of the jail (bubblewrap binds them read-only).
-	release, err := holdPlaceholders(plan)
-	if err != nil {
-		return 125, &ExitError{125, err}
+	// life of the jail. When only init's mounts need them, they are made
+	// while bubblewrap starts: init mounts nothing, and runs nothing,
+	// before the host's go-ahead, which waits for them.
+	var hold *placeholderHold
+	defer func() {
+		if hold != nil {
+			hold.releaseAll()
+		}
+	}()
+	async := placeholdersForInit(plan)
+	if !async {
+		if hold = startHold(plan, false); hold.wait() != nil {
+			return 125, &ExitError{125, hold.err}
+		}
 	}
-	defer release()
 	if err := writeGitExclude(plan.GitExclude); err != nil {
 		return 125, &ExitError{125, err}
 	}
@@ -135,7 +144,17 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
+	// releaseEarly sends the placeholders back to the pool beside the
+	// proxy's shutdown, or, when init says the jail is gone and nothing
+	// after the exit reads what the jail wrote, beside the kernel's
+	// taking down of its namespaces. jail waits for it before it returns.
+	releaseEarly := func() {
+		if async && hold != nil {
+			go hold.releaseAll()
+		}
+	}
 	defer func() {
+		releaseEarly()
 		if summary := ns.close(); summary != "" {
 			fmt.Fprintf(stderr, "jail: %s\n", Escaped(summary)) // names the jailed run chose
 		}
@@ -223,6 +242,9 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	// bubblewrap must survive a Ctrl-C meant for the command: ignored
 	// signals stay ignored across exec, and init restores them.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	if async {
+		hold = startHold(plan, true)
+	}
 	// syscall.ForkExec rather than os/exec: no pidfd probe fork, and
 	// nothing of the host's environment reaches init.
 	pid, err := syscall.ForkExec(bwrap, argv, &syscall.ProcAttr{Env: []string{}, Files: files})
@@ -256,11 +278,19 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	wg.Add(2)
 	go func() { defer wg.Done(); io.Copy(&bwrapErr, io.LimitReader(errR, 64<<10)); io.Copy(io.Discard, errR) }()
 	var st inside.Status
+	// init's second line says the jail is gone but for init itself, which
+	// the kernel is taking down: the placeholders may go then, beside it.
+	gone := make(chan struct{})
 	go func() {
 		defer wg.Done()
-		line, err := bufio.NewReader(statusR).ReadBytes('\n')
+		r := bufio.NewReader(statusR)
+		line, err := r.ReadBytes('\n')
 		if err == nil || len(line) > 0 {
 			json.Unmarshal(line, &st)
+		}
+		var last inside.Status
+		if line, err := r.ReadBytes('\n'); st.Started && err == nil && json.Unmarshal(line, &last) == nil && last.Gone {
+			close(gone)
 		}
 	}()
 
@@ -279,6 +309,12 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	netReady := make(chan error, 1)
 	tokenEndpoints, signIns := signInEndpoints(plan)
 	go func() {
+		if hold != nil {
+			if err := hold.wait(); err != nil {
+				netReady <- err
+				return
+			}
+		}
 		if infoR != nil {
 			pid, err := childPid(infoR)
 			if err == nil && held {
@@ -326,6 +362,14 @@ loop:
 			} else {
 				pending = append(pending, b)
 			}
+		case <-gone:
+			// Agent files and sign-ins are merged back below, and a
+			// learning run reads what it saw: the placeholders wait for
+			// those.
+			gone = nil
+			if len(plan.AgentFiles) == 0 && len(plan.SignIn) == 0 && obs == nil {
+				releaseEarly()
+			}
 		case ws = <-done:
 			break loop
 		}
@@ -362,6 +406,77 @@ loop:
 		stderr.Write(bwrapErr.Bytes())
 	}
 	return inside.ExitCode(ws), nil
+}
+
+// placeholderHold is the making of a plan's placeholders, perhaps still
+// going on beside bubblewrap's start.
+type placeholderHold struct {
+	done     chan struct{}
+	release  func()
+	err      error
+	once     sync.Once
+	released chan struct{}
+}
+
+// startHold makes the plan's placeholders, in the background when async,
+// else before it returns.
+func startHold(plan *Plan, async bool) *placeholderHold {
+	h := &placeholderHold{done: make(chan struct{}), released: make(chan struct{})}
+	run := func() {
+		defer close(h.done)
+		h.release, h.err = holdPlaceholders(plan)
+	}
+	if async {
+		go run()
+	} else {
+		run()
+	}
+	return h
+}
+
+// wait waits until the placeholders are in place, or could not be made.
+func (h *placeholderHold) wait() error {
+	<-h.done
+	return h.err
+}
+
+// releaseAll removes what the hold made, once it is done; a second call
+// waits for the first.
+func (h *placeholderHold) releaseAll() {
+	h.once.Do(func() {
+		defer close(h.released)
+		if h.wait() == nil {
+			h.release()
+		}
+	})
+	<-h.released
+}
+
+// placeholdersForInit reports whether nothing but init's mounts needs the
+// plan's placeholders: each lies in a tree init binds, and bubblewrap
+// binds nothing from or onto a path at or below one (host or jail side).
+// Sign-in views list host directories that placeholders may be in: with
+// them, the placeholders are made first.
+func placeholdersForInit(plan *Plan) bool {
+	if len(plan.Placeholders) == 0 || len(plan.SignInViews) > 0 {
+		return false
+	}
+	for _, ph := range plan.Placeholders {
+		i := slices.IndexFunc(plan.Mounts, func(m InitMount) bool { return under(ph.Path, m.Host) })
+		if i < 0 {
+			return false
+		}
+		m := plan.Mounts[i]
+		inJail := m.Path + strings.TrimPrefix(ph.Path, m.Host)
+		for _, op := range plan.Ops {
+			for _, p := range []string{ph.Path, inJail} {
+				if (op.Src != "" && under(op.Src, p)) || under(op.Dest, p) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // foregroundTTY returns the terminal among stdin, stdout and stderr and

@@ -41,8 +41,9 @@ func ProgramCapture(port int) error {
 	// Init leaves bubblewrap's network namespace for good: that one
 	// belongs to a user namespace above init's, so no thread can go
 	// back. Every thread must move, which the Go runtime does only when
-	// built without cgo: find out before the first one leaves.
-	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno != 0 {
+	// built without cgo: find out before the first one leaves (from the
+	// build, not by stopping every thread once more to ask).
+	if builtWithCgo {
 		return errors.New("capture: this jail binary is built with cgo, whose threads cannot all move to a network namespace of their own")
 	}
 	if err := enterOwnNetns(); err != nil {
@@ -51,9 +52,15 @@ func ProgramCapture(port int) error {
 	return programNetns(port)
 }
 
-// programNetns sets up the capture in the current network namespace.
+// programNetns sets up the capture in the current network namespace, over
+// one rtnetlink socket: lo up, the redirect, the route.
 func programNetns(port int) error {
-	if err := setLinkUp("lo"); err != nil {
+	rt, err := openRtnetlink()
+	if err != nil {
+		return fmt.Errorf("capture: bringing lo up: %w: %w", err, ErrNetworkLost)
+	}
+	defer unix.Close(rt)
+	if err := setLoUp(rt); err != nil {
 		return fmt.Errorf("capture: bringing lo up: %w: %w", err, ErrNetworkLost)
 	}
 	// The redirect before the route: when it cannot be made, no route
@@ -62,7 +69,7 @@ func programNetns(port int) error {
 	if err := addRedirect(port); err != nil {
 		return fmt.Errorf("capture: programming nftables: %w", err)
 	}
-	if err := addDefaultRouteLo(); err != nil {
+	if err := addDefaultRouteLo(rt); err != nil {
 		return fmt.Errorf("capture: adding a default route on lo: %w", err)
 	}
 	// IPv6 is best effort: without it (a kernel without IPv6 or its nat)
@@ -71,7 +78,7 @@ func programNetns(port int) error {
 	// here too, so that no synthetic address is routed without being
 	// captured.
 	if addRedirect6(port) == nil {
-		addRouteLo6(SyntheticNet6)
+		addRouteLo6(rt, SyntheticNet6)
 	}
 	return nil
 }
@@ -198,20 +205,16 @@ func addRedirect6(port int) error {
 }
 
 // addRouteLo6 adds "PREFIX dev lo src ::1" to the main IPv6 table.
-func addRouteLo6(p netip.Prefix) error {
-	lo, err := net.InterfaceByName("lo")
-	if err != nil {
-		return err
-	}
-	rt := unix.RtMsg{Family: unix.AF_INET6, Dst_len: uint8(p.Bits()), Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
+func addRouteLo6(rt int, p netip.Prefix) error {
+	msg := unix.RtMsg{Family: unix.AF_INET6, Dst_len: uint8(p.Bits()), Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
 		Scope: unix.RT_SCOPE_UNIVERSE, Type: unix.RTN_UNICAST}
 	oif := make([]byte, 4)
-	binary.NativeEndian.PutUint32(oif, uint32(lo.Index))
+	binary.NativeEndian.PutUint32(oif, loIndex)
 	dst, src := p.Addr().As16(), netip.IPv6Loopback().As16()
-	body := append(unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg), rtattr(unix.RTA_DST, dst[:])...)
+	body := append(unsafe.Slice((*byte)(unsafe.Pointer(&msg)), unix.SizeofRtMsg), rtattr(unix.RTA_DST, dst[:])...)
 	body = append(body, rtattr(unix.RTA_OIF, oif)...)
 	body = append(body, rtattr(unix.RTA_PREFSRC, src[:])...)
-	return rtnetlink(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
+	return rtnetlink(rt, unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
 }
 
 // loopbackDst compares the destination's first byte with 127.
@@ -230,46 +233,49 @@ func redirectTo(port int) []expr.Any {
 
 func port16(port int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(port)) }
 
-// setLinkUp sets an interface up over rtnetlink.
-func setLinkUp(name string) error {
-	ifc, err := net.InterfaceByName(name)
-	if err != nil {
-		return err
-	}
-	msg := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: int32(ifc.Index), Flags: unix.IFF_UP, Change: unix.IFF_UP}
-	return rtnetlink(unix.RTM_NEWLINK, 0, unsafe.Slice((*byte)(unsafe.Pointer(&msg)), unix.SizeofIfInfomsg))
+// loIndex is lo's interface index: the kernel gives every network
+// namespace's loopback index 1, before any other interface exists (no
+// need to list the interfaces to find it).
+const loIndex = 1
+
+// setLoUp sets lo up.
+func setLoUp(rt int) error {
+	msg := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: loIndex, Flags: unix.IFF_UP, Change: unix.IFF_UP}
+	return rtnetlink(rt, unix.RTM_NEWLINK, 0, unsafe.Slice((*byte)(unsafe.Pointer(&msg)), unix.SizeofIfInfomsg))
 }
 
 // addDefaultRouteLo adds "default dev lo src 127.0.0.1" to the main IPv4
 // table.
-func addDefaultRouteLo() error {
-	lo, err := net.InterfaceByName("lo")
-	if err != nil {
-		return err
-	}
-	rt := unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
+func addDefaultRouteLo(rt int) error {
+	msg := unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
 		Scope: unix.RT_SCOPE_LINK, Type: unix.RTN_UNICAST}
 	oif := make([]byte, 4)
-	binary.NativeEndian.PutUint32(oif, uint32(lo.Index))
-	body := append(unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg), rtattr(unix.RTA_OIF, oif)...)
+	binary.NativeEndian.PutUint32(oif, loIndex)
+	body := append(unsafe.Slice((*byte)(unsafe.Pointer(&msg)), unix.SizeofRtMsg), rtattr(unix.RTA_OIF, oif)...)
 	// Connections leave from 127.0.0.1: lo's address is of host scope,
 	// which the kernel would not pick for a route of link scope.
 	body = append(body, rtattr(unix.RTA_PREFSRC, []byte{127, 0, 0, 1})...)
-	return rtnetlink(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
+	return rtnetlink(rt, unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
 }
 
-// rtnetlink sends one request and waits for the kernel's answer.
-func rtnetlink(typ, flags uint16, body []byte) error {
+// openRtnetlink opens and binds an rtnetlink socket.
+func openRtnetlink() (int, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
-		return err
+		return -1, err
 	}
-	defer unix.Close(fd)
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return err
+		unix.Close(fd)
+		return -1, err
 	}
+	return fd, nil
+}
+
+// rtnetlink sends one request on the socket and waits for the kernel's
+// answer.
+func rtnetlink(fd int, typ, flags uint16, body []byte) error {
 	hdr := unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr + len(body)), Type: typ,
-		Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | flags, Seq: 1}
+		Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | flags, Seq: uint32(typ)}
 	msg := append(unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unix.SizeofNlMsghdr), body...)
 	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
@@ -284,7 +290,7 @@ func rtnetlink(typ, flags uint16, body []byte) error {
 		return err
 	}
 	for _, m := range msgs {
-		if m.Header.Type == unix.NLMSG_ERROR && len(m.Data) >= 4 {
+		if m.Header.Type == unix.NLMSG_ERROR && m.Header.Seq == hdr.Seq && len(m.Data) >= 4 {
 			if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
 				return syscall.Errno(-errno)
 			}

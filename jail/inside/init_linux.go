@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jailsh/jail/jail/seccomp"
 	"golang.org/x/sys/unix"
@@ -30,9 +31,12 @@ const (
 
 // Status is init's report to the host.
 type Status struct {
-	Started bool   `json:"started,omitempty"`
-	Code    int    `json:"code,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Started bool `json:"started,omitempty"`
+	// Gone: the command has exited and nothing of the jail is left but
+	// init, which exits right after (its second line, when it can say so).
+	Gone  bool   `json:"gone,omitempty"`
+	Code  int    `json:"code,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // IsInit reports whether this process is jail's init inside a jail.
@@ -72,6 +76,29 @@ func Main() {
 	if err := closeStrayFDs(); err != nil {
 		fail(125, err)
 	}
+	// Transparent capture, with the CAP_NET_ADMIN bubblewrap left for it.
+	// Without it (a kernel without nftables' nat), the jail still runs:
+	// programs that honour the proxy variables reach the proxy, the others
+	// have no route out. It needs nothing of the host's, so it goes while
+	// the host finishes its part.
+	captured := false
+	if spec.Capture.Listen != "" {
+		err := ProgramCapture(CapturePort(spec.Capture))
+		if errors.Is(err, ErrNetworkLost) {
+			fail(125, err)
+		}
+		captured = err == nil
+	}
+	controlPipe := os.NewFile(fdControl, "control")
+	if spec.WaitProxy {
+		// The host starts its proxy while bubblewrap builds the jail (and
+		// the placeholders init binds, the tracer) and says 0 when all
+		// serve; nothing is mounted or run without it.
+		b := make([]byte, 1)
+		if _, err := controlPipe.Read(b); err != nil || b[0] != 0 {
+			fail(125, errors.New("the proxy did not start"))
+		}
+	}
 	// init's own mounts, with the capabilities bubblewrap left for them,
 	// which go right after: in learning and watch modes the real home
 	// through a throwaway overlay, then the placeholders and pins.
@@ -87,18 +114,6 @@ func Main() {
 		if err := applyMounts(spec.Mounts); err != nil {
 			fail(125, err)
 		}
-	}
-	// Transparent capture, with the CAP_NET_ADMIN bubblewrap left for it.
-	// Without it (a kernel without nftables' nat), the jail still runs:
-	// programs that honour the proxy variables reach the proxy, the others
-	// have no route out.
-	captured := false
-	if spec.Capture.Listen != "" {
-		err := ProgramCapture(CapturePort(spec.Capture))
-		if errors.Is(err, ErrNetworkLost) {
-			fail(125, err)
-		}
-		captured = err == nil
 	}
 	if spec.OverlayHome != "" || len(spec.Mounts) > 0 || spec.Capture.Listen != "" {
 		if err := dropCapabilities(); err != nil {
@@ -167,15 +182,6 @@ func Main() {
 		fail(125, fmt.Errorf("init: starting the network bridge: %w", err))
 	}
 	<-sigReady
-	controlPipe := os.NewFile(fdControl, "control")
-	if spec.WaitProxy {
-		// The host starts its proxy while bubblewrap builds the jail and
-		// says 0 when it serves; no command runs without it.
-		b := make([]byte, 1)
-		if _, err := controlPipe.Read(b); err != nil || b[0] != 0 {
-			fail(125, errors.New("the proxy did not start"))
-		}
-	}
 
 	path, code, err := lookPath(spec.Argv[0], EnvValue(spec.Env, "PATH"), spec.Dir)
 	if err != nil {
@@ -192,7 +198,6 @@ func Main() {
 		fail(code, fmt.Errorf("%s: %w", spec.Argv[0], err))
 	}
 	status.Write([]byte("{\"started\":true}\n")) // Status{Started: true}, without reflection
-	status.Close()
 
 	control := make(chan syscall.Signal, 8)
 	go func() {
@@ -223,10 +228,40 @@ func Main() {
 					break
 				}
 				if wpid == pid {
+					if reapAll() {
+						status.Write([]byte("{\"gone\":true}\n")) // Status{Gone: true}
+					}
 					os.Exit(ExitCode(ws))
 				}
 			}
 		}
+	}
+}
+
+// reapAll kills and reaps what the command left running in the jail, so
+// that the host can clean up while the kernel takes the namespaces down
+// after init. It reports whether nothing but init is left; what does not
+// die within a moment is left to the kernel, which kills every process of
+// the namespace once init exits (the host then waits for that).
+func reapAll() bool {
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|unix.WALL, nil)
+		switch {
+		case errors.Is(err, syscall.ECHILD):
+			return true
+		case err != nil && !errors.Is(err, syscall.EINTR):
+			return false
+		case wpid > 0:
+			continue
+		case time.Now().After(deadline):
+			return false
+		}
+		// From this thread, in the command's Landlock domain: PID 1
+		// signals every other process of its namespace.
+		syscall.Kill(-1, syscall.SIGKILL)
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 

@@ -42,7 +42,7 @@ type InitSpec struct {
 	Seccomp   []byte // compiled BPF program, 8 bytes per instruction
 	Ignore    []int  // signals that were ignored when jail started
 	Relays    []Relay
-	WaitProxy bool // read a 0 byte on the control pipe before starting the command
+	WaitProxy bool // read a 0 byte on the control pipe before init mounts anything or starts the command
 	// Notify: install the notify filter and hand its listener to the
 	// host's supervisor: every exec (command rules), and with Trace the
 	// traced calls too.
