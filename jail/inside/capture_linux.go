@@ -1,6 +1,7 @@
 package inside
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -235,7 +236,7 @@ func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
 // not redirected (one dialled to the port itself) names the port, which
 // the proxy refuses as it would any loopback address.
 func StartCapture(r Relay) (net.Listener, error) {
-	l, err := r.listen()
+	l, err := listenTCP(r)
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +254,27 @@ func StartCapture(r Relay) (net.Listener, error) {
 			go capture(c.(*net.TCPConn), network, addr)
 		}
 	}()
+	return l, nil
+}
+
+// listenTCP listens on r.Listen over plain TCP. The original destination
+// is asked of the TCP connection: a Multipath TCP socket, which Go listens
+// with by default, does not answer for it, and a Multipath TCP client
+// would be cut unlogged; on a TCP listener it falls back to TCP.
+func listenTCP(r Relay) (net.Listener, error) {
+	network, addr, err := splitAddr(r.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if network != "tcp" {
+		return nil, fmt.Errorf("capture %s: want tcp:HOST:PORT", r)
+	}
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	l, err := lc.Listen(context.Background(), network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("relay %s: %w", r, err)
+	}
 	return l, nil
 }
 

@@ -1,0 +1,482 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// The transparent capture attacked from inside the jail: addresses that
+// might slip past the nat rule, sockets that are not TCP, the capture port
+// and socket used directly, a connection that names one host and then
+// another, and a flood of captured connections. Nothing may reach a server
+// on the host that no rule names, and the log must say what was asked.
+
+// redcapPy makes the attacks and prints "##NAME=RESULT":
+//
+//	addr HOSTIP WIDE UDP   address and socket tricks toward the host's
+//	                       servers (WIDE: TCP on every interface, UDP: a
+//	                       datagram counter)
+//	confuse                captured connections that name an allowed host
+//	                       first and another one after
+//	flood N                N captured connections held at once, then let go
+const redcapPy = `
+import errno, os, resource, socket, ssl, sys, time
+
+def out(name, res):
+    print("##%s=%s" % (name, res), flush=True)
+
+def err(e):
+    if isinstance(e, OSError) and e.errno:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    return type(e).__name__
+
+def attempt(name, f):
+    try:
+        out(name, f())
+    except Exception as e:
+        out(name, err(e))
+
+def reply(s, want=1):
+    # The status lines of up to want responses, then "closed" if the
+    # connection ended first.
+    s.settimeout(10)
+    data, got = b"", []
+    try:
+        while len(got) < want:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+            got = [l.split(b" ")[1].decode() for l in data.split(b"\r\n") if l.startswith(b"HTTP/1.1 ")]
+    except Exception as e:
+        got.append(err(e))
+    s.close()
+    res = ",".join(got)
+    return res + (",closed" if len(got) < want else "") if res else "closed"
+
+def tcp(fam, addr, data=b"", opts=(), proto=0, want=1):
+    s = socket.socket(fam, socket.SOCK_STREAM, proto)
+    for o in opts:
+        s.setsockopt(*o)
+    s.settimeout(5)
+    s.connect(addr)
+    if data:
+        s.sendall(data)
+    return reply(s, want)
+
+def get(path, host):
+    return ("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, host)).encode()
+
+def udp(fam, addr, proto=0):
+    s = socket.socket(fam, socket.SOCK_DGRAM, proto)
+    s.settimeout(1)
+    for _ in range(3):
+        s.sendto(b"jail udp probe", addr)
+    try:
+        s.recvfrom(512)
+        return "answered"
+    except socket.timeout:
+        return "sent"
+
+def tfo(addr, data):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.sendto(data, 0x20000000, addr)  # MSG_FASTOPEN: the request rides in the SYN
+    return reply(s)
+
+def forge(line):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/run/jail/net/capture.sock")
+    s.sendall(line)
+    return reply(s)
+
+def addr(hostip, wide, udpport):
+    wide, udpport = int(wide), int(udpport)
+    A, A6 = socket.AF_INET, socket.AF_INET6
+    hw = "%s:%d" % (hostip, wide)
+    attempt("mapped-host", lambda: tcp(A6, ("::ffff:" + hostip, wide), get("/attack-mapped", hw)))
+    attempt("mapped-loopback", lambda: tcp(A6, ("::ffff:127.0.0.1", wide)))
+    attempt("v6-loopback", lambda: tcp(A6, ("::1", wide)))
+    attempt("zero", lambda: tcp(A, ("0.0.0.0", wide)))
+    attempt("lo2", lambda: tcp(A, ("127.0.0.2", wide)))
+    attempt("lo-top", lambda: tcp(A, ("127.255.255.254", wide)))
+    attempt("bind-lo", lambda: tcp(A, (hostip, wide), get("/attack-bind-lo", hw), [(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"lo")]))
+    attempt("bind-eth", lambda: tcp(A, (hostip, wide), b"", [(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"eth0")]))
+    attempt("mark", lambda: tcp(A, (hostip, wide), b"", [(socket.SOL_SOCKET, socket.SO_MARK, 1)]))
+    attempt("transparent", lambda: tcp(A, (hostip, wide), b"", [(socket.SOL_IP, 19, 1)]))
+    attempt("tfo", lambda: tfo((hostip, wide), get("/attack-tfo", hw)))
+    attempt("mptcp-host", lambda: tcp(A, (hostip, wide), get("/attack-mptcp", hw), proto=262))
+    attempt("mptcp-ok", lambda: tcp(A, ("192.0.2.50", 80), get("/mptcp-ok", "plain.allowed.test"), proto=262))
+    attempt("sctp", lambda: socket.socket(A, socket.SOCK_STREAM, 132) and "opened")
+    attempt("sctp-seq", lambda: socket.socket(A, socket.SOCK_SEQPACKET, 132) and "opened")
+    attempt("ping", lambda: socket.socket(A, socket.SOCK_DGRAM, socket.IPPROTO_ICMP) and "opened")
+    attempt("ping6", lambda: socket.socket(A6, socket.SOCK_DGRAM, socket.IPPROTO_ICMPV6) and "opened")
+    attempt("raw", lambda: socket.socket(A, socket.SOCK_RAW, socket.IPPROTO_RAW) and "opened")
+    attempt("udp-host", lambda: udp(A, (hostip, udpport)))
+    attempt("udp-mapped", lambda: udp(A6, ("::ffff:" + hostip, udpport)))
+    attempt("udplite-host", lambda: udp(A, (hostip, udpport), 136))
+    attempt("direct-silent", lambda: tcp(A, ("127.0.0.1", 3129)))
+    attempt("direct-host", lambda: tcp(A, ("127.0.0.1", 3129), get("/attack-direct", hw)))
+    attempt("forge-mapped", lambda: forge(("[::ffff:%s]:%d\n" % (hostip, wide)).encode()))
+    attempt("forge-zone", lambda: forge(b"[fe80::1%lo]:80\n" + get("/attack-zone", "plain.allowed.test")))
+    attempt("forge-long", lambda: forge(b"1" * 200 + b"\n"))
+    attempt("forge-noline", lambda: forge(("%s:%d" % (hostip, wide)).encode() + get("/attack-noline", hw)))
+
+def tls(name, sni, reqs, want):
+    ctx = ssl.create_default_context(cafile="/run/jail/ca.pem")
+    ctx.check_hostname = False
+    s = socket.create_connection(("192.0.2.60", 443), timeout=10)
+    s = ctx.wrap_socket(s, server_hostname=sni)
+    s.sendall(b"".join(reqs))
+    return reply(s, want)
+
+def confuse():
+    P = ("192.0.2.40", 80)
+    A = socket.AF_INET
+    ok, evil = "plain.allowed.test", "evil.test"
+    attempt("pipe", lambda: tcp(A, P, get("/pipe-ok", ok) + get("/attack-pipe", evil), want=2))
+    attempt("pipe-port", lambda: tcp(A, P, get("/pipe-port-ok", ok) + get("/attack-pipe-port", ok + ":8080"), want=2))
+    smuggled = get("/attack-clte", evil)
+    attempt("clte", lambda: tcp(A, P, b"POST /clte-ok HTTP/1.1\r\nHost: " + ok.encode() +
+        b"\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" % (5 + len(smuggled)) + smuggled, want=2))
+    chunk = get("/attack-tecl", evil)
+    attempt("tecl", lambda: tcp(A, P, b"POST /tecl-ok HTTP/1.1\r\nHost: " + ok.encode() +
+        b"\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n%x\r\n" % len(chunk) + chunk + b"\r\n0\r\n\r\n" + get("/tecl-after", ok), want=2))
+    attempt("te-obfuscated", lambda: tcp(A, P, b"POST /attack-te HTTP/1.1\r\nHost: " + ok.encode() +
+        b"\r\nTransfer-Encoding: xchunked\r\nContent-Length: 0\r\n\r\n" + get("/attack-te-after", evil), want=2))
+    attempt("absform", lambda: tcp(A, P, b"GET http://evil.test/attack-absform HTTP/1.1\r\nHost: plain.allowed.test\r\n\r\n"))
+    attempt("userinfo", lambda: tcp(A, P, b"GET http://plain.allowed.test@evil.test/attack-userinfo HTTP/1.1\r\nHost: plain.allowed.test\r\n\r\n"))
+    attempt("connect-in", lambda: tcp(A, P, b"CONNECT evil.test:80 HTTP/1.1\r\nHost: plain.allowed.test\r\n\r\n" + get("/attack-connect-in", evil)))
+    attempt("no-host", lambda: tcp(A, P, b"GET /attack-no-host HTTP/1.0\r\n\r\n"))
+    attempt("two-hosts", lambda: tcp(A, P, b"GET /attack-two-hosts HTTP/1.1\r\nHost: plain.allowed.test\r\nHost: evil.test\r\n\r\n"))
+    api = "api.allowed.test"
+    attempt("tls-pipe", lambda: tls("tls-pipe", api, [get("/tls-ok", api), get("/attack-tls-pipe", evil)], 2))
+    attempt("tls-host", lambda: tls("tls-host", api, [get("/attack-tls-host", evil)], 1))
+    attempt("tls-sni-evil", lambda: tls("tls-sni-evil", evil, [get("/attack-sni-evil", evil)], 1))
+    attempt("tls-sni-localhost", lambda: tls("tls-sni-localhost", "localhost", [get("/attack-sni-localhost", api)], 1))
+    attempt("tls-no-sni", lambda: tls("tls-no-sni", None, [get("/attack-no-sni", api)], 1))
+
+def count_fds():
+    return len(os.listdir("/proc/1/fd"))
+
+def flood(n):
+    n = int(n)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    before = count_fds()
+    held, answered = [], 0
+    for i in range(n):
+        try:
+            s = socket.create_connection(("192.0.2.%d" % (100 + i % 2), 80), timeout=10)
+        except OSError as e:
+            out("flood-error", err(e))
+            break
+        if i % 2 == 0:
+            s.sendall(get("/flood", "plain.allowed.test"))
+        held.append(s)
+    for s in held[::2]:
+        try:
+            s.settimeout(5)
+            if s.recv(4096).startswith(b"HTTP/1.1 200"):
+                answered += 1
+        except OSError:
+            pass
+    time.sleep(1)
+    out("init-held", count_fds() - before)
+    for s in held:
+        s.close()
+    for _ in range(100):
+        if count_fds() <= before + 2:
+            break
+        time.sleep(0.1)
+    out("init-after", count_fds() - before)
+    out("flood", "%d held, %d answered" % (len(held), answered))
+    attempt("after", lambda: tcp(socket.AF_INET, ("192.0.2.102", 80), get("/after-flood", "plain.allowed.test")))
+
+cmd = sys.argv[1]
+{"addr": addr, "confuse": confuse, "flood": flood}[cmd](*sys.argv[2:])
+`
+
+// udpCounter counts the datagrams that reach a UDP socket on every host
+// interface.
+type udpCounter struct {
+	conn *net.UDPConn
+	n    atomic.Int64
+}
+
+func newUDPCounter(t *testing.T) *udpCounter {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{})
+	if err != nil {
+		t.Fatalf("listening for UDP: %v", err)
+	}
+	u := &udpCounter{conn: c}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := c.ReadFromUDP(buf); err != nil {
+				return
+			}
+			u.n.Add(1)
+		}
+	}()
+	return u
+}
+
+func (u *udpCounter) Port() int { return u.conn.LocalAddr().(*net.UDPAddr).Port }
+
+// noMappedSpelling fails when the log names a host in a spelling that
+// hides what it is: an IPv4-mapped address must be logged as the IPv4
+// address it is, and no address carries a zone.
+func noMappedSpelling(t *testing.T, ds []decision) {
+	t.Helper()
+	for _, d := range ds {
+		if strings.Contains(d.Host, "::ffff:") || strings.Contains(d.Host, "%") {
+			t.Errorf("the log names a host in a spelling that hides what it is: %v", d)
+		}
+	}
+}
+
+// Addresses that might slip past the capture's nat rule, sockets other
+// than TCP, and the capture port and socket used directly: nothing reaches
+// the host's TCP server on every interface, its UDP socket, or its
+// loopback; every connection that reached the proxy is logged by the
+// address it really names.
+func TestRedCaptureAddressTricks(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		n := setupNet(t, s, "")
+		wide := newUpstreamAt(t, "0.0.0.0:0", false, "")
+		udp := newUDPCounter(t)
+		hostIP := hostIPv4()
+		if hostIP == "" {
+			t.Fatalf("this machine has no non-loopback IPv4 address to test against")
+		}
+		s.WriteFile(s.Project+"/redcap.py", redcapPy, 0o644)
+		r := s.Sh(fmt.Sprintf(unsetProxy+"echo session=$JAIL_SESSION\npython3 redcap.py addr %s %d %d", hostIP, wide.Port(), udp.Port()))
+		closed := func(v string) bool { return v == "closed" }
+		for _, k := range []string{"mapped-host", "bind-lo", "tfo", "mptcp-host", "direct-silent", "direct-host",
+			"forge-mapped", "forge-zone", "forge-long", "forge-noline"} {
+			wantKV(t, r, k, closed, "closed by the proxy without an answer")
+		}
+		for _, k := range []string{"mapped-loopback", "v6-loopback", "zero", "lo2", "lo-top"} {
+			// The jail's loopback is its own: nothing listens on the port there.
+			wantKV(t, r, k, is("ECONNREFUSED"), "ECONNREFUSED (the jail's own loopback)")
+		}
+		wantKV(t, r, "bind-eth", is("ENODEV"), "ENODEV (the jail has no other interface)")
+		for _, k := range []string{"mark", "transparent", "raw"} {
+			wantKV(t, r, k, is("EPERM"), "EPERM (no capability over the jail's network)")
+		}
+		for _, k := range []string{"ping", "ping6"} {
+			wantKV(t, r, k, is("EACCES"), "EACCES (ping sockets are off in the jail's network)")
+		}
+		for _, k := range []string{"sctp", "sctp-seq"} {
+			wantKV(t, r, k, func(v string) bool { return v != "opened" }, "no SCTP socket")
+		}
+		for _, k := range []string{"udp-host", "udp-mapped", "udplite-host"} {
+			wantKV(t, r, k, func(v string) bool { return v != "answered" }, "no answer")
+		}
+		wantKV(t, r, "mptcp-ok", is("200"), "200: a Multipath TCP client is captured and decided like any other")
+		if c := wide.Conns(); c != 0 {
+			t.Errorf("the host's server on %s:%d accepted %d connections from inside the jail (paths %v)", hostIP, wide.Port(), c, wide.Paths())
+		}
+		if c := n.Canary.Conns(); c != 0 {
+			t.Errorf("the host canary on 127.0.0.1:%d accepted %d connections", n.Canary.Port(), c)
+		}
+		if c := udp.n.Load(); c != 0 {
+			t.Errorf("the host's UDP socket on port %d received %d datagrams from inside the jail", udp.Port(), c)
+		}
+		if got := n.Plain.SawPrefix("/attack"); len(got) > 0 {
+			t.Errorf("forged or tricked connections reached the plain server: %v", got)
+		}
+		ds := decisions(t, s, sessionOf(t, r))
+		noMappedSpelling(t, ds)
+		var hostDenials int
+		for _, d := range ds {
+			if d.Host == hostIP {
+				// direct-host dialled the capture port itself.
+				if d.Verdict != "deny" || d.Method != "CAPTURE" || (d.Port != wide.Port() && d.Port != 3129) {
+					t.Errorf("a connection to the host's address is logged as %v; want a denied CAPTURE to port %d", d, wide.Port())
+				}
+				hostDenials++
+			}
+		}
+		// mapped-host, bind-lo, tfo, mptcp-host, direct-host, forge-mapped.
+		if hostDenials < 6 {
+			t.Errorf("the log has %d denied connections to %s, want one for each of the 6 attempts naming it:\n%s", hostDenials, hostIP, dumpDecisions(ds))
+		}
+		if d, ok := findDecision(ds, "plain.allowed.test", "/mptcp-ok"); !ok || d.Verdict != "allow" {
+			t.Errorf("the Multipath TCP request is not logged as allowed:\n%s", dumpDecisions(ds))
+		}
+		if d, ok := findDecision(ds, "127.0.0.1", ""); !ok || d.Verdict != "deny" || d.Port != 3129 {
+			t.Errorf("a silent connection dialled to the capture port itself: want 127.0.0.1:3129 denied, got %v in:\n%s", d, dumpDecisions(ds))
+		}
+	})
+}
+
+// The jail's network cannot be changed from inside: no address, rule,
+// link or IPv6 route can be added, no sysctl written, and the command is
+// in a network namespace of its own, not the host's, with only lo in it.
+func TestRedCaptureNetworkFixed(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		setupNet(t, s, "")
+		r := s.Sh(`
+			echo "##netns=$(readlink /proc/self/ns/net)"
+			echo "##init-netns=$(readlink /proc/1/ns/net 2>/dev/null || echo hidden)"
+			echo "##links=$(ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')"
+			ip addr add 10.9.9.9/32 dev lo 2>/dev/null; echo "##addr-add=$?"
+			ip rule add from all lookup 100 2>/dev/null; echo "##rule-add=$?"
+			ip link add d0 type dummy 2>/dev/null; echo "##link-add=$?"
+			ip -6 route add default dev lo 2>/dev/null; echo "##route6-add=$?"
+			ip route replace default dev lo table 100 2>/dev/null; echo "##route-table=$?"
+			for k in ipv4/conf/all/route_localnet ipv4/ip_forward ipv4/ping_group_range; do
+				echo 1 > /proc/sys/net/$k 2>/dev/null; echo "##sysctl-$(basename $k)=$?"
+			done
+			nsenter -t 1 -n true 2>/dev/null; echo "##nsenter=$?"
+			echo "##route=$(ip route show default)"`)
+		if hostNS, err := os.Readlink("/proc/self/ns/net"); err != nil || kvs(r)["netns"] == hostNS || !strings.HasPrefix(kvs(r)["netns"], "net:[") {
+			t.Errorf("the command's network namespace %q is the host's (%q, %v)", kvs(r)["netns"], hostNS, err)
+		}
+		wantKV(t, r, "links", is("lo "), "lo alone")
+		for _, k := range []string{"addr-add", "rule-add", "link-add", "route6-add", "route-table",
+			"sysctl-route_localnet", "sysctl-ip_forward", "sysctl-ping_group_range", "nsenter"} {
+			wantKV(t, r, k, func(v string) bool { return v != "0" }, "a failure")
+		}
+		wantKV(t, r, "route", func(v string) bool { return strings.HasPrefix(v, "default dev lo") }, "the capture's default route, unchanged")
+	})
+}
+
+// A captured connection is decided by the first name it sends; a later
+// request on it that names another host (pipelined, smuggled in a body
+// with both Content-Length and Transfer-Encoding, in absolute form, with
+// userinfo, a second Host field, TLS to an allowed name with another Host
+// inside, HTTP/2 with another :authority) is refused, reaches no server,
+// and is logged with the host it named.
+func TestRedCaptureHostSwitch(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		n := setupNet(t, s, "")
+		s.WriteFile(s.Project+"/redcap.py", redcapPy, 0o644)
+		r := s.Sh(probeSh + unsetProxy + `
+			echo session=$JAIL_SESSION
+			python3 redcap.py confuse
+			probe h2-authority --http2 --resolve api.allowed.test:443:192.0.2.70 -H 'Host: evil.test' https://api.allowed.test/attack-h2-authority
+			probe h1-host --http1.1 --resolve api.allowed.test:443:192.0.2.71 -H 'Host: evil.test' https://api.allowed.test/attack-h1-host
+			probe h2-ok --http2 --resolve api.allowed.test:443:192.0.2.72 https://api.allowed.test/h2-ok`)
+		for k, want := range map[string]string{
+			"pipe": "200,403", "pipe-port": "200,403", "clte": "200,403", "tecl": "200,200",
+			"absform": "403", "userinfo": "403", "connect-in": "400", "tls-pipe": "200,403", "tls-host": "403",
+		} {
+			wantKV(t, r, k, is(want), want)
+		}
+		for _, k := range []string{"no-host", "tls-sni-evil", "tls-sni-localhost", "tls-no-sni"} {
+			wantKV(t, r, k, func(v string) bool { return !strings.HasPrefix(v, "200") }, "no answer from a server")
+		}
+		for _, k := range []string{"te-obfuscated", "two-hosts"} {
+			wantKV(t, r, k, func(v string) bool { return !strings.Contains(v, "200") }, "refused")
+		}
+		ps := probes(t, r)
+		wantOK(t, getProbe(t, ps, r, "h2-ok"), "/h2-ok")
+		for _, name := range []string{"h2-authority", "h1-host"} {
+			if p := getProbe(t, ps, r, name); p.HTTP != "403" {
+				t.Errorf("%s: want the proxy's 403 for the Host it names; got %s", name, p)
+			}
+		}
+		for _, path := range []string{"/pipe-ok", "/pipe-port-ok", "/clte-ok", "/tecl-ok", "/tecl-after"} {
+			if !n.Plain.Saw(path) {
+				t.Errorf("control: the plain server did not see %s (saw %v)", path, n.Plain.Paths())
+			}
+		}
+		if !n.API.Saw("/tls-ok") {
+			t.Errorf("control: the TLS server did not see /tls-ok (saw %v)", n.API.Paths())
+		}
+		if c := n.Trap.Conns(); c != 0 {
+			t.Errorf("the trap server (every refused name is mapped there) accepted %d connections; paths %v", c, n.Trap.Paths())
+		}
+		for _, u := range []*upstream{n.API, n.Plain} {
+			if got := u.SawPrefix("/attack"); len(got) > 0 {
+				t.Errorf("a request for another host reached an allowed server: %v", got)
+			}
+			for _, h := range u.hits.Requests() {
+				if strings.Contains(h.Host, "evil") {
+					t.Errorf("an allowed server received %s %s for Host %q", h.Method, h.Path, h.Host)
+				}
+			}
+		}
+		ds := decisions(t, s, sessionOf(t, r))
+		for _, path := range []string{"/attack-pipe", "/attack-clte", "/attack-tls-pipe", "/attack-tls-host", "/attack-h2-authority", "/attack-h1-host", "/attack-absform"} {
+			if d, ok := findDecision(ds, "evil.test", path); !ok || d.Verdict != "deny" || d.Reason != "host header mismatch" {
+				t.Errorf("the log does not show %s for evil.test refused as a host header mismatch; got %v in:\n%s", path, d, dumpDecisions(ds))
+			}
+		}
+		for _, d := range ds {
+			if d.Verdict == "allow" && strings.HasPrefix(d.Path, "/attack") {
+				t.Errorf("the log shows a refused request as allowed: %v", d)
+			}
+		}
+	})
+}
+
+// Hundreds of captured connections held at once, half of them allowed
+// and answered, half silent to an IP literal: the host process stays
+// within its connection cap (past it, connections are refused and
+// logged), the bridge inside the jail lets go of every descriptor when
+// the client does, and the jail works again after.
+func TestRedCaptureFlood(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		n := setupNet(t, s, "")
+		s.WriteFile(s.Project+"/redcap.py", redcapPy, 0o644)
+		cmd := s.JailCmd("--", "sh", "-c", unsetProxy+"echo session=$JAIL_SESSION\npython3 redcap.py flood 600")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var peak procPeak
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); peak = sampleProc(cmd.Process.Pid) }()
+		err := cmd.Wait()
+		wg.Wait()
+		r := Result{Stdout: stdout.String(), Stderr: stderr.String()}
+		if err != nil {
+			t.Fatalf("the flood run failed: %v\n%s", err, r)
+		}
+		t.Logf("the jail's host process peaked at %d descriptors, %d kB VmHWM", peak.fds, peak.hwm)
+		wantKV(t, r, "flood", func(v string) bool {
+			var held, answered int
+			fmt.Sscanf(v, "%d held, %d answered", &held, &answered)
+			return held == 600 && answered > 0 && answered <= 256
+		}, "600 held, at most 256 (the session's cap) answered")
+		wantKV(t, r, "after", is("200"), "200: the jail works again after the flood")
+		wantKV(t, r, "init-after", func(v string) bool { d, err := strconv.Atoi(v); return err == nil && d <= 2 }, "init's descriptors back to where they were")
+		if peak.fds == 0 || peak.fds > 700 {
+			t.Errorf("the jail's host process peaked at %d descriptors, want under 700 (256 connections and their upstreams)", peak.fds)
+		}
+		if !n.Plain.Saw("/after-flood") {
+			t.Errorf("control: the plain server did not see /after-flood")
+		}
+		var limited int
+		for _, d := range decisions(t, s, sessionOf(t, r)) {
+			if d.Verdict == "deny" && d.Rule == "limit connections" {
+				limited++
+			}
+		}
+		if limited == 0 {
+			t.Errorf("no captured connection was refused at the session's cap, yet 600 were held:\n%s", r)
+		}
+	})
+}
