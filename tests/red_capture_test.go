@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,8 @@ import (
 //	confuse                captured connections that name an allowed host
 //	                       first and another one after
 //	flood N                N captured connections held at once, then let go
+//	exhaust                captured connections until the jail's descriptors
+//	                       run out, then let go
 const redcapPy = `
 import errno, os, resource, socket, ssl, sys, time
 
@@ -54,7 +55,7 @@ def reply(s, want=1):
             if not d:
                 break
             data += d
-            got = [l.split(b" ")[1].decode() for l in data.split(b"\r\n") if l.startswith(b"HTTP/1.1 ")]
+            got = [l.split(b" ")[1].decode() for l in data.split(b"\n") if l.startswith(b"HTTP/1.1 ")]
     except Exception as e:
         got.append(err(e))
     s.close()
@@ -162,14 +163,19 @@ def confuse():
     attempt("tls-sni-localhost", lambda: tls("tls-sni-localhost", "localhost", [get("/attack-sni-localhost", api)], 1))
     attempt("tls-no-sni", lambda: tls("tls-no-sni", None, [get("/attack-no-sni", api)], 1))
 
-def count_fds():
-    return len(os.listdir("/proc/1/fd"))
+def nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+def after(name):
+    attempt(name + "-capture", lambda: tcp(socket.AF_INET, ("192.0.2.102", 80), get("/" + name + "-capture", "plain.allowed.test")))
+    attempt(name + "-proxy", lambda: tcp(socket.AF_INET, ("127.0.0.1", 3128),
+        ("GET http://plain.allowed.test/%s-proxy HTTP/1.1\r\nHost: plain.allowed.test\r\n\r\n" % name).encode()))
 
 def flood(n):
     n = int(n)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    before = count_fds()
+    nofile()
     held, answered = [], 0
     for i in range(n):
         try:
@@ -187,20 +193,30 @@ def flood(n):
                 answered += 1
         except OSError:
             pass
-    time.sleep(1)
-    out("init-held", count_fds() - before)
     for s in held:
         s.close()
-    for _ in range(100):
-        if count_fds() <= before + 2:
-            break
-        time.sleep(0.1)
-    out("init-after", count_fds() - before)
     out("flood", "%d held, %d answered" % (len(held), answered))
-    attempt("after", lambda: tcp(socket.AF_INET, ("192.0.2.102", 80), get("/after-flood", "plain.allowed.test")))
+    time.sleep(1)
+    after("after")
+
+def exhaust():
+    # As many captured connections as the jail may hold: the bridge holds
+    # more descriptors for each than the client does, so it runs out first.
+    limit = nofile() - 64
+    held = []
+    while len(held) < limit:
+        try:
+            held.append(socket.create_connection(("192.0.2.103", 80), timeout=3))
+        except OSError as e:
+            break
+    out("exhaust", len(held))
+    for s in held:
+        s.close()
+    time.sleep(2)
+    after("exhausted")
 
 cmd = sys.argv[1]
-{"addr": addr, "confuse": confuse, "flood": flood}[cmd](*sys.argv[2:])
+{"addr": addr, "confuse": confuse, "flood": flood, "exhaust": exhaust}[cmd](*sys.argv[2:])
 `
 
 // udpCounter counts the datagrams that reach a UDP socket on every host
@@ -431,8 +447,7 @@ func TestRedCaptureHostSwitch(t *testing.T) {
 // Hundreds of captured connections held at once, half of them allowed
 // and answered, half silent to an IP literal: the host process stays
 // within its connection cap (past it, connections are refused and
-// logged), the bridge inside the jail lets go of every descriptor when
-// the client does, and the jail works again after.
+// logged), and the capture and the proxy port work again after.
 func TestRedCaptureFlood(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -461,13 +476,13 @@ func TestRedCaptureFlood(t *testing.T) {
 			fmt.Sscanf(v, "%d held, %d answered", &held, &answered)
 			return held == 600 && answered > 0 && answered <= 256
 		}, "600 held, at most 256 (the session's cap) answered")
-		wantKV(t, r, "after", is("200"), "200: the jail works again after the flood")
-		wantKV(t, r, "init-after", func(v string) bool { d, err := strconv.Atoi(v); return err == nil && d <= 2 }, "init's descriptors back to where they were")
+		wantKV(t, r, "after-capture", is("200"), "200: the capture works again after the flood")
+		wantKV(t, r, "after-proxy", is("200"), "200: the proxy port works again after the flood")
 		if peak.fds == 0 || peak.fds > 700 {
 			t.Errorf("the jail's host process peaked at %d descriptors, want under 700 (256 connections and their upstreams)", peak.fds)
 		}
-		if !n.Plain.Saw("/after-flood") {
-			t.Errorf("control: the plain server did not see /after-flood")
+		if !n.Plain.Saw("/after-capture") {
+			t.Errorf("control: the plain server did not see /after-capture")
 		}
 		var limited int
 		for _, d := range decisions(t, s, sessionOf(t, r)) {
@@ -477,6 +492,29 @@ func TestRedCaptureFlood(t *testing.T) {
 		}
 		if limited == 0 {
 			t.Errorf("no captured connection was refused at the session's cap, yet 600 were held:\n%s", r)
+		}
+	})
+}
+
+// The jail holds captured connections open until the bridge inside it
+// runs out of descriptors, then lets them all go: the capture and the
+// proxy port serve again. A bridge that stopped accepting at its first
+// failed accept would leave the jail without a network for the rest of
+// the session.
+func TestRedCaptureDescriptorExhaustion(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		n := setupNet(t, s, "")
+		s.WriteFile(s.Project+"/redcap.py", redcapPy, 0o644)
+		r := s.Sh(unsetProxy + "python3 redcap.py exhaust")
+		t.Logf("held %s captured connections at once", kvs(r)["exhaust"])
+		wantKV(t, r, "exhausted-capture", is("200"), "200: the capture serves again once the connections are let go")
+		wantKV(t, r, "exhausted-proxy", is("200"), "200: the proxy port serves again once the connections are let go")
+		for _, p := range []string{"/exhausted-capture", "/exhausted-proxy"} {
+			if !n.Plain.Saw(p) {
+				t.Errorf("the plain server did not see %s (saw %d requests)", p, len(n.Plain.Paths()))
+			}
 		}
 	})
 }

@@ -245,15 +245,7 @@ func StartCapture(r Relay) (net.Listener, error) {
 		l.Close()
 		return nil, err
 	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go capture(c.(*net.TCPConn), network, addr)
-		}
-	}()
+	go acceptLoop(l, func(c net.Conn) { capture(c.(*net.TCPConn), network, addr) })
 	return l, nil
 }
 
