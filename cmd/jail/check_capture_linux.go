@@ -91,7 +91,11 @@ func captureRoundTrip() error {
 // addCapture adds the transparent capture's row.
 func addCapture(add func(ok, required bool, name, detail string)) {
 	if err := runCaptureProbe(); err != nil {
-		add(false, false, "capture", fmt.Sprintf("%v; only programs that honour HTTP_PROXY reach the network; fix: a kernel with nftables NAT (CONFIG_NF_TABLES, CONFIG_NFT_REDIR, CONFIG_NF_CONNTRACK)", err))
+		fix := "a kernel with nftables NAT (CONFIG_NF_TABLES, CONFIG_NFT_REDIR, CONFIG_NF_CONNTRACK)"
+		if strings.Contains(err.Error(), "built with cgo") {
+			fix = "build jail with CGO_ENABLED=0 (make build does)"
+		}
+		add(false, false, "capture", fmt.Sprintf("%v; only programs that honour HTTP_PROXY reach the network; fix: %s", err, fix))
 		return
 	}
 	add(true, false, "capture", "every TCP connection reaches the proxy, proxy variables or not")

@@ -3,6 +3,7 @@ package inside
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -21,73 +22,71 @@ import (
 // and an nftables nat output chain redirecting TCP to the port, in the
 // jail's own network namespace. It needs CAP_NET_ADMIN there, which init
 // drops right after. IPv6 gets no route: an IPv6 connection fails with
-// "network unreachable". UDP is not captured: it reaches nothing, and
-// names still resolve only at the proxy (a resolver inside the jail, fed
-// by the proxy's rules, would let these programs use names too).
+// "network unreachable". UDP is not captured: it reaches nothing.
+//
+// An error means the capture was not made and the network is as without
+// it: loopback only, no route out, the bridge's proxy ports the only way
+// to the proxy. An error that wraps ErrNetworkLost means init is left
+// without a network it can serve the bridge in, and must not run the
+// command.
 func ProgramCapture(port int) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("capture: bad port %d", port)
 	}
-	old, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("capture: opening the network namespace: %w", err)
+	// Init leaves bubblewrap's network namespace for good: that one
+	// belongs to a user namespace above init's, so no thread can go
+	// back. Every thread must move, which the Go runtime does only when
+	// built without cgo: find out before the first one leaves.
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno != 0 {
+		return errors.New("capture: this jail binary is built with cgo, whose threads cannot all move to a network namespace of their own")
 	}
-	defer unix.Close(old)
-	if err := enterOwnNetns(old); err != nil {
+	if err := enterOwnNetns(); err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}
-	if err := programNetns(port); err != nil {
-		// Back, every thread, to the jail's namespace, where the bridge
-		// serves the proxy variables as without the capture.
-		if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(old), unix.CLONE_NEWNET, 0); errno != 0 {
-			panic(fmt.Sprintf("init: returning to the jail's network namespace: %v", errno))
-		}
-		return err
-	}
-	return nil
+	return programNetns(port)
 }
 
 // programNetns sets up the capture in the current network namespace.
 func programNetns(port int) error {
 	if err := setLinkUp("lo"); err != nil {
-		return fmt.Errorf("capture: bringing lo up: %w", err)
+		return fmt.Errorf("capture: bringing lo up: %w: %w", err, ErrNetworkLost)
+	}
+	// The redirect before the route: when it cannot be made, no route
+	// is left either, and a connection out fails at once as it would
+	// without the capture.
+	if err := addRedirect(port); err != nil {
+		return fmt.Errorf("capture: programming nftables: %w", err)
 	}
 	if err := addDefaultRouteLo(); err != nil {
 		return fmt.Errorf("capture: adding a default route on lo: %w", err)
 	}
-	if err := addRedirect(port); err != nil {
-		return fmt.Errorf("capture: programming nftables: %w", err)
-	}
 	return nil
 }
 
+// ErrNetworkLost is wrapped by a capture error after which init has no
+// network namespace in which the bridge can listen.
+var ErrNetworkLost = errors.New("the jail's network is lost")
+
 // enterOwnNetns moves every thread of init into a new network namespace
 // of init's own user namespace. bubblewrap made the jail's network
-// namespace (old) in an outer user namespace and runs init in a nested
-// one (so that the command cannot make more): there, init's CAP_NET_ADMIN
-// does not reach the jail's network. The new namespace is as empty (a
-// loopback only); the old one is left with nothing in it. Namespaces are
-// per thread: one thread unshares, then all join it, which the Go runtime
-// can do only when built without cgo; otherwise this thread goes back and
-// the capture is not made.
-func enterOwnNetns(old int) error {
+// namespace in an outer user namespace and runs init in a nested one (so
+// that the command cannot make more): there, init's CAP_NET_ADMIN does not
+// reach the jail's network. The new namespace is as empty (a loopback,
+// down); the old one is left with nothing in it. Namespaces are per
+// thread: this one unshares, then every thread joins it. An error before
+// the unshare leaves every thread where it was; one after wraps
+// ErrNetworkLost.
+func enterOwnNetns() error {
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("making a network namespace: %w", err)
 	}
 	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		defer unix.Close(fd)
-		if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(fd), unix.CLONE_NEWNET, 0); errno != 0 {
-			err = errno
-		}
-	}
 	if err != nil {
-		if berr := unix.Setns(old, unix.CLONE_NEWNET); berr != nil {
-			// This thread, which forks the command, would be in a
-			// namespace the bridge is not in.
-			panic(fmt.Sprintf("init: returning to the jail's network namespace: %v", berr))
-		}
-		return fmt.Errorf("moving every thread to the new network namespace: %w", err)
+		return fmt.Errorf("opening the new network namespace: %w: %w", err, ErrNetworkLost)
+	}
+	defer unix.Close(fd)
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(fd), unix.CLONE_NEWNET, 0); errno != 0 {
+		return fmt.Errorf("moving every thread to the new network namespace: %w: %w", errno, ErrNetworkLost)
 	}
 	return nil
 }

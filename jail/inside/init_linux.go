@@ -92,7 +92,14 @@ func Main() {
 	// Without it (a kernel without nftables' nat), the jail still runs:
 	// programs that honour the proxy variables reach the proxy, the others
 	// have no route out.
-	captured := spec.Capture.Listen != "" && ProgramCapture(CapturePort(spec.Capture)) == nil
+	captured := false
+	if spec.Capture.Listen != "" {
+		err := ProgramCapture(CapturePort(spec.Capture))
+		if errors.Is(err, ErrNetworkLost) {
+			fail(125, err)
+		}
+		captured = err == nil
+	}
 	if spec.OverlayHome != "" || len(spec.Mounts) > 0 || spec.Capture.Listen != "" {
 		if err := dropCapabilities(); err != nil {
 			fail(125, err)
