@@ -118,7 +118,11 @@ def addr(hostip, wide, udpport):
     attempt("sctp-seq", lambda: socket.socket(A, socket.SOCK_SEQPACKET, 132) and "opened")
     attempt("ping", lambda: socket.socket(A, socket.SOCK_DGRAM, socket.IPPROTO_ICMP) and "opened")
     attempt("ping6", lambda: socket.socket(A6, socket.SOCK_DGRAM, socket.IPPROTO_ICMPV6) and "opened")
-    attempt("raw", lambda: socket.socket(A, socket.SOCK_RAW, socket.IPPROTO_RAW) and "opened")
+    attempt("raw", lambda: socket.socket(A, socket.SOCK_RAW, socket.IPPROTO_ICMP) and "opened")
+    attempt("raw-ipproto", lambda: socket.socket(A, socket.SOCK_RAW, socket.IPPROTO_RAW) and "opened")
+    attempt("udplite", lambda: socket.socket(A, socket.SOCK_DGRAM, 136) and "opened")
+    attempt("l2tp", lambda: socket.socket(A, socket.SOCK_DGRAM, 115) and "opened")
+    attempt("smc", lambda: socket.socket(A6, socket.SOCK_STREAM, 256) and "opened")
     attempt("udp-host", lambda: udp(A, (hostip, udpport)))
     attempt("udp-mapped", lambda: udp(A6, ("::ffff:" + hostip, udpport)))
     attempt("udplite-host", lambda: udp(A, (hostip, udpport), 136))
@@ -294,8 +298,11 @@ func TestRedCaptureAddressTricks(t *testing.T) {
 		for _, k := range []string{"ping", "ping6"} {
 			wantKV(t, r, k, is("EACCES"), "EACCES (ping sockets are off in the jail's network)")
 		}
-		for _, k := range []string{"sctp", "sctp-seq"} {
-			wantKV(t, r, k, func(v string) bool { return v != "opened" }, "no SCTP socket")
+		// Protocols beyond TCP, UDP, ping and MPTCP are refused before the
+		// kernel would load their module (UDP-Lite is built in here, so
+		// only the filter refuses it).
+		for _, k := range []string{"sctp", "sctp-seq", "udplite", "l2tp", "smc", "raw-ipproto"} {
+			wantKV(t, r, k, is("EPROTONOSUPPORT"), "EPROTONOSUPPORT (refused by the seccomp filter)")
 		}
 		for _, k := range []string{"udp-host", "udp-mapped", "udplite-host"} {
 			wantKV(t, r, k, func(v string) bool { return v != "answered" }, "no answer")
