@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The transparent capture attacked from inside the jail: addresses that
@@ -522,6 +524,144 @@ func TestRedCaptureDescriptorExhaustion(t *testing.T) {
 			if !n.Plain.Saw(p) {
 				t.Errorf("the plain server did not see %s (saw %d requests)", p, len(n.Plain.Paths()))
 			}
+		}
+	})
+}
+
+// helloPy sends a hand-made TLS ClientHello for a server name, with or
+// without an encrypted_client_hello extension, captured (to a
+// documentation address) or through CONNECT, and prints "##NAME=upstream"
+// when the server answered anything, else "closed".
+const helloPy = `
+import os, socket, struct, sys
+
+def ext(typ, data):
+    return struct.pack(">HH", typ, len(data)) + data
+
+def hello(name, ech):
+    n = name.encode()
+    sni = struct.pack(">BH", 0, len(n)) + n
+    exts = ext(0, struct.pack(">H", len(sni)) + sni)
+    exts += ext(0x000a, struct.pack(">HHH", 4, 0x001d, 0x0017))           # supported_groups
+    exts += ext(0x000b, b"\x01\x00")                                      # ec_point_formats
+    exts += ext(0x000d, struct.pack(">HHHH", 6, 0x0804, 0x0403, 0x0401))  # signature_algorithms
+    if ech:
+        # ClientHelloOuter: HPKE suite, config id, enc, payload.
+        body = b"\x00" + struct.pack(">HHB", 1, 1, 7) + struct.pack(">H", 32) + os.urandom(32) + struct.pack(">H", 64) + os.urandom(64)
+        exts += ext(0xfe0d, body)
+    suites = struct.pack(">HHHH", 0xc02f, 0xc02b, 0x009c, 0x002f)
+    body = b"\x03\x03" + os.urandom(32) + b"\x00" + struct.pack(">H", len(suites)) + suites + b"\x01\x00"
+    body += struct.pack(">H", len(exts)) + exts
+    msg = b"\x01" + struct.pack(">I", len(body))[1:] + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(msg)) + msg
+
+def answer(s):
+    s.settimeout(10)
+    try:
+        d = s.recv(16)
+    except OSError:
+        d = b""
+    return "upstream" if d[:1] in (b"\x16", b"\x15") else "closed"
+
+def via_capture(name, ech):
+    s = socket.create_connection(("192.0.2.90", 443), timeout=10)
+    s.sendall(hello(name, ech))
+    return answer(s)
+
+def via_connect(name, ech):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (name, name)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = s.recv(1)
+        if not d:
+            return "closed"
+        head += d
+    if b" 200 " not in head.split(b"\r\n")[0]:
+        return "refused"
+    s.sendall(hello(name, ech))
+    return answer(s)
+
+name = sys.argv[1]
+for via, f in (("capture", via_capture), ("connect", via_connect)):
+    for ech in (False, True):
+        print("##%s-%s=%s" % (via, "ech" if ech else "plain", f(name, ech)), flush=True)
+`
+
+// helloCounter is a TLS server on the host's loopback that counts the
+// ClientHellos that reach it.
+type helloCounter struct {
+	l     net.Listener
+	hello atomic.Int64
+}
+
+func newHelloCounter(t *testing.T) *helloCounter {
+	t.Helper()
+	h := &helloCounter{}
+	leaf := netPKI.get(t).Leaf
+	cfg := &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		h.hello.Add(1)
+		return nil, nil
+	}, Certificates: []tls.Certificate{leaf}}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.l = l
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				c.(*tls.Conn).Handshake()
+			}()
+		}
+	}()
+	return h
+}
+
+// A passthrough host's TLS is relayed unread once its ClientHello names
+// the host that was allowed. A ClientHello that also carries an encrypted
+// inner one (ECH) names, to a server that accepts it, another host
+// entirely (fronting through a CDN); it is refused, captured or through
+// CONNECT, and its server never sees it.
+func TestRedCapturePassthroughECH(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		srv := newHelloCounter(t)
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{"ports.test"}, "passthrough": []string{"ports.test"},
+			"unknown": "deny", "hosts": map[string]string{"ports.test": srv.l.Addr().String()},
+		}})
+		s.WriteFile(s.Project+"/hello.py", helloPy, 0o644)
+		r := s.Sh(unsetProxy + "echo session=$JAIL_SESSION\npython3 hello.py ports.test")
+		for _, k := range []string{"capture-plain", "connect-plain"} {
+			wantKV(t, r, k, is("upstream"), "the server's answer (control: a passthrough ClientHello is relayed)")
+		}
+		for _, k := range []string{"capture-ech", "connect-ech"} {
+			wantKV(t, r, k, is("closed"), "closed unanswered (an encrypted ClientHello hides the name it asks for)")
+		}
+		if got := srv.hello.Load(); got != 2 {
+			t.Errorf("the passthrough server saw %d ClientHellos, want the 2 without ECH", got)
+		}
+		ds := decisions(t, s, sessionOf(t, r))
+		var refused bool
+		for _, d := range ds {
+			if d.Host == "ports.test" && d.Verdict == "deny" && strings.Contains(d.Reason, "encrypted client hello") {
+				refused = true
+			}
+		}
+		if !refused {
+			t.Errorf("the log does not show the ECH ClientHello refused for ports.test:\n%s", dumpDecisions(ds))
+		}
+		if d, ok := findDecision(ds, "192.0.2.90", ""); ok && d.Verdict != "deny" {
+			t.Errorf("the captured ECH ClientHello is logged as %v", d)
 		}
 	})
 }
