@@ -44,7 +44,7 @@ func TestResolvedToThisHostIsRefused(t *testing.T) {
 	}()
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	e := newEnv(t, Config{
-		Rules: Rules{Unknown: "allow", Hosts: map[string]string{"mapped.test": net.JoinHostPort(own, port)}},
+		Rules:    Rules{Unknown: "allow", Hosts: map[string]string{"mapped.test": net.JoinHostPort(own, port)}},
 		Resolver: func(context.Context, string) ([]net.IP, error) { return []net.IP{net.ParseIP(own)}, nil },
 	})
 	resp, _, _, _ := raw(t, e.httpAddr, "CONNECT resolved.test:"+port+" HTTP/1.1\r\nHost: resolved.test:"+port+"\r\n\r\n")

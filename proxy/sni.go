@@ -52,6 +52,11 @@ func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
 // the outer one.
 var errHiddenName = errors.New("the ClientHello hides the server name it asks for (encrypted client hello)")
 
+// errTwoNames is a ClientHello with two server names (two server_name
+// extensions, or two host names in one), which TLS forbids: the proxy
+// would check one and a server might serve the other.
+var errTwoNames = errors.New("the ClientHello names two servers")
+
 const (
 	extServerName = 0
 	extECH        = 0xfe0d
@@ -78,16 +83,22 @@ func helloServerName(b []byte) (string, error) {
 		if exts.err == nil && (typ == extECH || typ == extESNI) {
 			return "", errHiddenName
 		}
-		if typ != extServerName || seen {
+		if typ != extServerName {
 			continue
+		}
+		if seen {
+			return "", errTwoNames
 		}
 		seen = true
 		names := parser{b: data, err: exts.err}
 		list := parser{b: names.bytes(names.int(2)), err: names.err}
-		for list.err == nil && len(list.b) > 0 && sni == "" {
+		for list.err == nil && len(list.b) > 0 {
 			kind := list.int(1)
 			name := list.bytes(list.int(2))
 			if list.err == nil && kind == 0 { // host_name
+				if sni != "" {
+					return "", errTwoNames
+				}
 				sni = string(name)
 			}
 		}

@@ -54,3 +54,33 @@ func TestReadClientHelloHiddenName(t *testing.T) {
 		}
 	}
 }
+
+// serverNameExt is a server_name extension's body listing names.
+func serverNameExt(names ...string) []byte {
+	var list []byte
+	for _, n := range names {
+		list = binary.BigEndian.AppendUint16(append(list, 0), uint16(len(n))) // host_name
+		list = append(list, n...)
+	}
+	return append(binary.BigEndian.AppendUint16(nil, uint16(len(list))), list...)
+}
+
+// TLS allows one server name: a second server_name extension, or a second
+// host name in the one, is refused, since a server could serve the name
+// the proxy did not check.
+func TestReadClientHelloTwoNames(t *testing.T) {
+	t.Parallel()
+	raw := clientHello(t, "allowed.test")
+	for what, b := range map[string][]byte{
+		"second extension": withExtension(t, raw, extServerName, serverNameExt("evil.test")),
+		"second name":      withExtension(t, clientHello(t, ""), extServerName, serverNameExt("allowed.test", "evil.test")),
+	} {
+		if _, sni, err := readClientHello(strings.NewReader(string(b))); !errors.Is(err, errTwoNames) {
+			t.Errorf("%s: sni %q, err %v; want errTwoNames", what, sni, err)
+		}
+	}
+	b := withExtension(t, clientHello(t, ""), extServerName, serverNameExt("allowed.test"))
+	if _, sni, err := readClientHello(strings.NewReader(string(b))); err != nil || sni != "allowed.test" {
+		t.Errorf("control: one name in an added extension: sni %q, err %v", sni, err)
+	}
+}

@@ -535,8 +535,9 @@ func TestRedCaptureDescriptorExhaustion(t *testing.T) {
 	})
 }
 
-// helloPy sends a hand-made TLS ClientHello for a server name, with or
-// without an encrypted_client_hello extension, captured (to a
+// helloPy sends a hand-made TLS ClientHello for a server name (alone,
+// with an encrypted_client_hello extension, or with a second name after
+// it), captured (to a
 // documentation address) or through CONNECT, and prints "##NAME=upstream"
 // when the server answered anything, else "closed".
 const helloPy = `
@@ -545,9 +546,11 @@ import os, socket, struct, sys
 def ext(typ, data):
     return struct.pack(">HH", typ, len(data)) + data
 
-def hello(name, ech):
-    n = name.encode()
-    sni = struct.pack(">BH", 0, len(n)) + n
+def hello(names, ech):
+    sni = b""
+    for name in names:
+        n = name.encode()
+        sni += struct.pack(">BH", 0, len(n)) + n
     exts = ext(0, struct.pack(">H", len(sni)) + sni)
     exts += ext(0x000a, struct.pack(">HHH", 4, 0x001d, 0x0017))           # supported_groups
     exts += ext(0x000b, b"\x01\x00")                                      # ec_point_formats
@@ -570,12 +573,13 @@ def answer(s):
         d = b""
     return "upstream" if d[:1] in (b"\x16", b"\x15") else "closed"
 
-def via_capture(name, ech):
+def via_capture(names, ech):
     s = socket.create_connection(("192.0.2.90", 443), timeout=10)
-    s.sendall(hello(name, ech))
+    s.sendall(hello(names, ech))
     return answer(s)
 
-def via_connect(name, ech):
+def via_connect(names, ech):
+    name = names[0]
     s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (name, name)).encode())
     head = b""
@@ -586,13 +590,13 @@ def via_connect(name, ech):
         head += d
     if b" 200 " not in head.split(b"\r\n")[0]:
         return "refused"
-    s.sendall(hello(name, ech))
+    s.sendall(hello(names, ech))
     return answer(s)
 
 name = sys.argv[1]
 for via, f in (("capture", via_capture), ("connect", via_connect)):
-    for ech in (False, True):
-        print("##%s-%s=%s" % (via, "ech" if ech else "plain", f(name, ech)), flush=True)
+    for what, names, ech in (("plain", [name], False), ("ech", [name], True), ("two", [name, "evil.test"], False)):
+        print("##%s-%s=%s" % (via, what, f(names, ech)), flush=True)
 `
 
 // helloCounter is a TLS server on the host's loopback that counts the
@@ -635,8 +639,9 @@ func newHelloCounter(t *testing.T) *helloCounter {
 // A passthrough host's TLS is relayed unread once its ClientHello names
 // the host that was allowed. A ClientHello that also carries an encrypted
 // inner one (ECH) names, to a server that accepts it, another host
-// entirely (fronting through a CDN); it is refused, captured or through
-// CONNECT, and its server never sees it.
+// entirely (fronting through a CDN), and one naming two servers leaves
+// the choice to the server; both are refused, captured or through
+// CONNECT, and the server never sees them.
 func TestRedCapturePassthroughECH(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -654,18 +659,23 @@ func TestRedCapturePassthroughECH(t *testing.T) {
 		for _, k := range []string{"capture-ech", "connect-ech"} {
 			wantKV(t, r, k, is("closed"), "closed unanswered (an encrypted ClientHello hides the name it asks for)")
 		}
+		for _, k := range []string{"capture-two", "connect-two"} {
+			wantKV(t, r, k, is("closed"), "closed unanswered (a ClientHello naming two servers)")
+		}
 		if got := srv.hello.Load(); got != 2 {
 			t.Errorf("the passthrough server saw %d ClientHellos, want the 2 without ECH", got)
 		}
 		ds := decisions(t, s, sessionOf(t, r))
-		var refused bool
-		for _, d := range ds {
-			if d.Host == "ports.test" && d.Verdict == "deny" && strings.Contains(d.Reason, "encrypted client hello") {
-				refused = true
+		for _, why := range []string{"encrypted client hello", "names two servers"} {
+			var refused bool
+			for _, d := range ds {
+				if d.Host == "ports.test" && d.Verdict == "deny" && strings.Contains(d.Reason, why) {
+					refused = true
+				}
 			}
-		}
-		if !refused {
-			t.Errorf("the log does not show the ECH ClientHello refused for ports.test:\n%s", dumpDecisions(ds))
+			if !refused {
+				t.Errorf("the log does not show a ClientHello for ports.test refused for %q:\n%s", why, dumpDecisions(ds))
+			}
 		}
 		if d, ok := findDecision(ds, "192.0.2.90", ""); ok && d.Verdict != "deny" {
 			t.Errorf("the captured ECH ClientHello is logged as %v", d)
