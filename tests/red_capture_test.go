@@ -21,9 +21,11 @@ import (
 
 // redcapPy makes the attacks and prints "##NAME=RESULT":
 //
-//	addr HOSTIP WIDE UDP   address and socket tricks toward the host's
+//	addr HOSTIP WIDE UDP ABSTRACT
+//	                       address and socket tricks toward the host's
 //	                       servers (WIDE: TCP on every interface, UDP: a
-//	                       datagram counter)
+//	                       datagram counter, ABSTRACT: an abstract unix
+//	                       socket)
 //	confuse                captured connections that name an allowed host
 //	                       first and another one after
 //	flood N                N captured connections held at once, then let go
@@ -93,13 +95,30 @@ def tfo(addr, data):
     s.sendto(data, 0x20000000, addr)  # MSG_FASTOPEN: the request rides in the SYN
     return reply(s)
 
+def bind(fam, addr, opts=()):
+    # A listener of the command's own on a bridge port would take the
+    # jail's connections meant for the proxy.
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    for o in opts:
+        s.setsockopt(*o)
+    s.bind(addr)
+    s.listen(1)
+    return "listening"
+
+def abstract(name):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect("\0" + name)
+    return "connected"
+
 def forge(line):
     s = socket.socket(socket.AF_UNIX)
     s.connect("/run/jail/net/capture.sock")
     s.sendall(line)
     return reply(s)
 
-def addr(hostip, wide, udpport):
+def addr(hostip, wide, udpport, abst):
     wide, udpport = int(wide), int(udpport)
     A, A6 = socket.AF_INET, socket.AF_INET6
     hw = "%s:%d" % (hostip, wide)
@@ -131,6 +150,14 @@ def addr(hostip, wide, udpport):
     attempt("udp-host", lambda: udp(A, (hostip, udpport)))
     attempt("udp-mapped", lambda: udp(A6, ("::ffff:" + hostip, udpport)))
     attempt("udplite-host", lambda: udp(A, (hostip, udpport), 136))
+    attempt("silent", lambda: tcp(A, ("192.0.2.51", 80)))
+    for port in (3128, 3129):
+        attempt("bind-%d" % port, lambda: bind(A, ("127.0.0.1", port)))
+        attempt("bind-any-%d" % port, lambda: bind(A, ("0.0.0.0", port)))
+        attempt("bind-dual-%d" % port, lambda: bind(A6, ("::", port)))
+        attempt("bind-reuseport-%d" % port, lambda: bind(A, ("127.0.0.1", port), [(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)]))
+    attempt("abstract-host", lambda: abstract(abst))
+    attempt("tun", lambda: open("/dev/net/tun", "rb") and "opened")
     attempt("direct-silent", lambda: tcp(A, ("127.0.0.1", 3129)))
     attempt("direct-host", lambda: tcp(A, ("127.0.0.1", 3129), get("/attack-direct", hw)))
     attempt("forge-mapped", lambda: forge(("[::ffff:%s]:%d\n" % (hostip, wide)).encode()))
@@ -257,6 +284,47 @@ func newUDPCounter(t *testing.T) *udpCounter {
 
 func (u *udpCounter) Port() int { return u.conn.LocalAddr().(*net.UDPAddr).Port }
 
+// abstractCounter counts the connections to an abstract unix socket of
+// the host's network namespace.
+type abstractCounter struct {
+	name string
+	n    atomic.Int64
+}
+
+func newAbstractCounter(t *testing.T) *abstractCounter {
+	t.Helper()
+	a := &abstractCounter{name: fmt.Sprintf("jail-redcap-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	l, err := net.Listen("unix", "@"+a.name)
+	if err != nil {
+		t.Fatalf("listening on an abstract unix socket: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			a.n.Add(1)
+			c.Close()
+		}
+	}()
+	// Control: the host itself reaches it.
+	c, err := net.Dial("unix", "@"+a.name)
+	if err != nil {
+		t.Fatalf("control: the host cannot reach its own abstract socket: %v", err)
+	}
+	c.Close()
+	for deadline := time.Now().Add(5 * time.Second); a.n.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a.n.Load() != 1 {
+		t.Fatalf("control: the abstract socket did not count the host's connection")
+	}
+	a.n.Store(0)
+	return a
+}
+
 // noMappedSpelling fails when the log names a host in a spelling that
 // hides what it is: an IPv4-mapped address must be logged as the IPv4
 // address it is, and no address carries a zone.
@@ -286,9 +354,22 @@ func TestRedCaptureAddressTricks(t *testing.T) {
 			t.Fatalf("this machine has no non-loopback IPv4 address to test against")
 		}
 		s.WriteFile(s.Project+"/redcap.py", redcapPy, 0o644)
-		r := s.Sh(fmt.Sprintf(unsetProxy+"echo session=$JAIL_SESSION\npython3 redcap.py addr %s %d %d", hostIP, wide.Port(), udp.Port()))
+		abst := newAbstractCounter(t)
+		r := s.Sh(fmt.Sprintf(unsetProxy+"echo session=$JAIL_SESSION\npython3 redcap.py addr %s %d %d %s", hostIP, wide.Port(), udp.Port(), abst.name))
 		closed := func(v string) bool { return v == "closed" }
-		for _, k := range []string{"mapped-host", "bind-lo", "tfo", "mptcp-host", "direct-silent", "direct-host",
+		for _, port := range []string{"3128", "3129"} {
+			for _, k := range []string{"bind-", "bind-any-", "bind-dual-", "bind-reuseport-"} {
+				wantKV(t, r, k+port, is("EADDRINUSE"), "EADDRINUSE (the bridge holds the port)")
+			}
+		}
+		// Abstract unix sockets belong to a network namespace: the host's
+		// are not the jail's.
+		wantKV(t, r, "abstract-host", is("ECONNREFUSED"), "ECONNREFUSED (the host's abstract socket is in another network namespace)")
+		if c := abst.n.Load(); c != 0 {
+			t.Errorf("the host's abstract unix socket @%s accepted %d connections from inside the jail", abst.name, c)
+		}
+		wantKV(t, r, "tun", func(v string) bool { return v != "opened" }, "no tun device")
+		for _, k := range []string{"mapped-host", "silent", "bind-lo", "tfo", "mptcp-host", "direct-silent", "direct-host",
 			"forge-mapped", "forge-zone", "forge-long", "forge-noline"} {
 			wantKV(t, r, k, closed, "closed by the proxy without an answer")
 		}
