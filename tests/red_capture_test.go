@@ -264,9 +264,19 @@ type udpCounter struct {
 
 func newUDPCounter(t *testing.T) *udpCounter {
 	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{})
+	return newUDPCounterAt(t, "0.0.0.0:0")
+}
+
+// newUDPCounterAt is a udpCounter on addr.
+func newUDPCounterAt(t *testing.T, addr string) *udpCounter {
+	t.Helper()
+	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
-		t.Fatalf("listening for UDP: %v", err)
+		t.Fatal(err)
+	}
+	c, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		t.Fatalf("listening for UDP on %s: %v", addr, err)
 	}
 	u := &udpCounter{conn: c}
 	t.Cleanup(func() { c.Close() })
