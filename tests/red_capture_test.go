@@ -640,7 +640,7 @@ def ext(typ, data):
 def hello(names, ech):
     sni = b""
     for name in names:
-        n = name.encode()
+        n = name.encode("latin1")
         sni += struct.pack(">BH", 0, len(n)) + n
     exts = ext(0, struct.pack(">H", len(sni)) + sni)
     exts += ext(0x000a, struct.pack(">HHH", 4, 0x001d, 0x0017))           # supported_groups
@@ -688,6 +688,8 @@ name = sys.argv[1]
 for via, f in (("capture", via_capture), ("connect", via_connect)):
     for what, names, ech in (("plain", [name], False), ("ech", [name], True), ("two", [name, "evil.test"], False)):
         print("##%s-%s=%s" % (via, what, f(names, ech)), flush=True)
+# A server name that would drive the terminal that shows the log.
+print("##capture-esc=%s" % via_capture(["evil\x1b]0;OWNED\x07\x1b[31m.test"], False), flush=True)
 `
 
 // helloCounter is a TLS server on the host's loopback that counts the
@@ -770,6 +772,15 @@ func TestRedCapturePassthroughECH(t *testing.T) {
 		}
 		if d, ok := findDecision(ds, "192.0.2.90", ""); ok && d.Verdict != "deny" {
 			t.Errorf("the captured ECH ClientHello is logged as %v", d)
+		}
+		wantKV(t, r, "capture-esc", is("closed"), "closed unanswered")
+		if d, ok := findDecision(ds, "evil\x1b]0;OWNED\x07\x1b[31m.test", ""); !ok || d.Verdict != "deny" {
+			t.Errorf("the server name with an escape sequence is not logged as sent, denied:\n%s", dumpDecisions(ds))
+		}
+		for what, out := range map[string]string{"the exit summary": r.Stderr, "jail log": s.Jail("log").Stdout} {
+			if strings.ContainsAny(out, "\x1b\x07") {
+				t.Errorf("%s prints a server name's escape sequence raw: %q", what, out)
+			}
 		}
 	})
 }
