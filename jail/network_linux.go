@@ -39,8 +39,8 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 		return nil, fmt.Errorf("creating the session directory: %w", err)
 	}
 	ns := &netSession{dir: n.SessionDir}
-	if rc := ResolvConf(n.SessionDir); !fileExists(rc) {
-		if err := proxy.WriteFileAtomic(rc, []byte("# jail: no resolver here; names are resolved by the proxy\nnameserver 127.0.0.1\noptions attempts:1 timeout:1\n"), 0o644); err != nil {
+	if rc := ResolvConf(n.SessionDir); !sameContent(rc, resolvConf) {
+		if err := proxy.WriteFileAtomic(rc, []byte(resolvConf), 0o644); err != nil {
 			ns.close()
 			return nil, fmt.Errorf("writing resolv.conf: %w", err)
 		}
@@ -60,6 +60,16 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 		}
 	}
 	return ns, nil
+}
+
+// resolvConf names the jail's resolver: the bridge answers port 53 of
+// its loopback, for the proxy.
+const resolvConf = "# jail: the jail's resolver; allowed names get addresses the proxy maps back to them, other names do not exist\nnameserver 127.0.0.1\noptions attempts:2 timeout:2\n"
+
+// sameContent reports whether the file at path holds exactly want.
+func sameContent(path, want string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && string(b) == want
 }
 
 // serve starts the proxy on the session's sockets and the relays of
@@ -88,7 +98,7 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret, 
 	for _, s := range []struct {
 		name  string
 		serve func(net.Listener) error
-	}{{"http.sock", ns.srv.ServeHTTP}, {"socks.sock", ns.srv.ServeSOCKS}, {"capture.sock", ns.srv.ServeCapture}} {
+	}{{"http.sock", ns.srv.ServeHTTP}, {"socks.sock", ns.srv.ServeSOCKS}, {"capture.sock", ns.srv.ServeCapture}, {"dns.sock", ns.srv.ServeDNS}} {
 		l, err := net.Listen("unix", filepath.Join(n.SessionDir, s.name))
 		if err != nil {
 			return fmt.Errorf("starting the proxy: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/jailsh/jail/jail/credstores"
 	"github.com/jailsh/jail/jail/inside"
 	"github.com/jailsh/jail/jail/seccomp"
+	"github.com/jailsh/jail/proxy"
 )
 
 // InitPath is where jail's init binary is bound, read-only, inside the jail.
@@ -24,6 +25,9 @@ const (
 	HTTPPort     = 3128 // the bridge's HTTP proxy port on the jail's loopback
 	SOCKSPort    = 1080 // the bridge's SOCKS5 port
 	CapturePort  = 3129 // where init redirects every other TCP connection
+	// DNSPort is the bridge's resolver (UDP and TCP), where init
+	// redirects every query to port 53.
+	DNSPort = inside.DNSPort
 )
 
 // NetPlan is the network side of a plan: the host proxy's policy and where
@@ -1294,6 +1298,8 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, "  relay    %s\n", r)
 		}
 		fmt.Fprintf(&b, "  capture  every other TCP connection -> %s\n", n.Capture.Dial)
+		fmt.Fprintf(&b, "  resolver every query to port 53 -> unix:%s/dns.sock (allowed names: addresses in %s and %s; others: NXDOMAIN; nothing forwarded)\n", NetDir, proxy.SyntheticNet, proxy.SyntheticNet6)
+		b.WriteString("  udp      other datagrams outside the loopback refused\n")
 	} else {
 		b.WriteString("\nnetwork: none (loopback only)\n")
 	}
@@ -1379,7 +1385,7 @@ func (p *Plan) addCaps(caps ...string) {
 }
 
 // planNetwork wires the jail to the host proxy: the proxy's sockets and the
-// CA bundle bound in, a resolver that resolves nothing, the bridge relays
+// CA bundle bound in, the jail's resolver, the bridge relays
 // from loopback ports to the sockets, and the variables that point
 // clients at them.
 func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
@@ -1403,10 +1409,10 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 		trustOp(pol, f, n),
 	}
 	if in := f.info("/etc/resolv.conf"); in.Exists && in.Link == "" {
-		// The namespace has no route to the host's name servers anyway;
-		// this says so and names none. (A symlink, as with
+		// The jail's resolver: queries to port 53 reach the bridge, which
+		// relays them to the proxy's DNS socket. (A symlink, as with
 		// systemd-resolved, already dangles inside: /run is hidden.)
-		ops = append(ops, Op{Kind: "ro-bind", Src: ResolvConf(f.SessionDir), Dest: "/etc/resolv.conf", Why: "no resolver: names resolve at the proxy"})
+		ops = append(ops, Op{Kind: "ro-bind", Src: ResolvConf(f.SessionDir), Dest: "/etc/resolv.conf", Why: "resolver: the jail's, answered by the proxy"})
 	}
 	if len(pol.Publish) > 0 {
 		ops = append(ops, Op{Kind: "bind", Src: filepath.Join(f.SessionDir, "pub"), Dest: PubDir, Why: "published ports"})
@@ -1414,6 +1420,8 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 	n.Relays = []Relay{
 		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", HTTPPort), Dial: "unix:" + NetDir + "/http.sock"},
 		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", SOCKSPort), Dial: "unix:" + NetDir + "/socks.sock"},
+		{Listen: fmt.Sprintf("udp:127.0.0.1:%d", DNSPort), Dial: "unix:" + NetDir + "/dns.sock"},
+		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", DNSPort), Dial: "unix:" + NetDir + "/dns.sock"},
 	}
 	n.Capture = Relay{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", CapturePort), Dial: "unix:" + NetDir + "/capture.sock"}
 	for _, port := range pol.Publish {

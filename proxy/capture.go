@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -22,9 +23,12 @@ const maxCaptureHeader = 64
 // connection is decided like a CONNECT to the name the client itself
 // sends (a TLS ClientHello's server name, a plain HTTP request's Host
 // header) or, when it sends neither, to the IP literal, which the rules
-// refuse unless they name it. The line is written by the bridge but any
-// jailed process can reach the socket and write its own: it decides
-// nothing that the client could not have asked for in a CONNECT.
+// refuse unless they name it. A destination among the synthetic addresses
+// of the jail's resolver (see ServeDNS) is decided by the name it was
+// given, and a name the client sends must be that one. The line is
+// written by the bridge but any jailed process can reach the socket and
+// write its own: it decides nothing that the client could not have asked
+// for in a CONNECT (or a query to the resolver).
 func (s *Server) ServeCapture(l net.Listener) error { return s.serve(l, s.serveCaptureConn, false) }
 
 func (s *Server) serveCaptureConn(c net.Conn) {
@@ -37,13 +41,20 @@ func (s *Server) serveCaptureConn(c net.Conn) {
 		return
 	}
 	port := int(dst.Port())
-	host := capturedName(c, br, s, dst.Addr())
-	e.Host, e.Port = host, port
-	if reason := s.sec().inHostName(host); reason != "" {
-		e.Host, e.Verdict, e.Rule, e.Reason = s.sec().redactString(host), verdictDeny, "secret", reason
+	sent := capturedName(c, br, s)
+	e.Host, e.Port = sent, port
+	if reason := s.sec().inHostName(sent); reason != "" {
+		e.Host, e.Verdict, e.Rule, e.Reason = s.sec().redactString(sent), verdictDeny, "secret", reason
 		s.record(e)
 		return
 	}
+	host, reason := s.capturedHost(dst.Addr(), sent)
+	if reason != "" {
+		e.Host, e.Verdict, e.Reason = host, verdictDeny, reason
+		s.record(e)
+		return
+	}
+	e.Host = host
 	t, r := s.check(s.ctx, host, port, true)
 	if r != nil {
 		if n, ok := normalizeHost(host); ok {
@@ -55,6 +66,32 @@ func (s *Server) serveCaptureConn(c net.Conn) {
 	}
 	e.Host, e.Rule, e.Verdict = t.norm.name, t.rule, verdictAllow
 	s.open(c, br, t, e, func(err error) error { return err })
+}
+
+// capturedHost is the host a captured connection to ip is decided by:
+// for a synthetic address, the name the jail's resolver gave it, which
+// the name the client sent (if any) must equal; otherwise the name the
+// client sent, or else the IP literal. A reason is returned when the
+// connection is refused before any rule: a synthetic address no name was
+// given, or a client naming another host than the one it resolved.
+func (s *Server) capturedHost(ip netip.Addr, sent string) (host, reason string) {
+	if !isSynthetic(ip) {
+		if sent == "" {
+			return ip.String(), ""
+		}
+		return sent, ""
+	}
+	name, ok := s.names.lookup(ip)
+	if !ok {
+		return ip.String(), "synthetic address given to no name"
+	}
+	if sent == "" {
+		return name, ""
+	}
+	if n, ok := normalizeHost(sent); !ok || n.name != name {
+		return name, fmt.Sprintf("the client named %s, not %s, which resolved to %s", strconv.Quote(sent), name, ip)
+	}
+	return name, ""
 }
 
 // readCaptureHeader reads the "ip:port\n" line before a captured stream.
@@ -80,27 +117,20 @@ func readCaptureHeader(c net.Conn, br *bufio.Reader, d time.Duration) (netip.Add
 }
 
 // capturedName is the name a captured client asks for in its first bytes:
-// the server name of its TLS ClientHello, the Host header of its plain
-// HTTP request (without a port), or else the IP literal it dialled.
-func capturedName(c net.Conn, br *bufio.Reader, s *Server, ip netip.Addr) string {
-	literal := ip.String()
+// the server name of its TLS ClientHello or the Host header of its plain
+// HTTP request (without a port); "" when it sends neither.
+func capturedName(c net.Conn, br *bufio.Reader, s *Server) string {
 	first, err := peekWithin(c, br, 1, sniffTimeout)
 	if err != nil {
-		return literal // silent: a protocol in which the server speaks first
+		return "" // silent: a protocol in which the server speaks first
 	}
 	if first[0] == tlsRecord {
-		if name := peekServerName(c, br, s.timeouts.Header); name != "" {
-			return name
-		}
-		return literal
+		return peekServerName(c, br, s.timeouts.Header)
 	}
 	if !s.speaksHTTP(c, br) {
-		return literal
+		return ""
 	}
-	if name := peekHostHeader(c, br, s.timeouts.Header); name != "" {
-		return name
-	}
-	return literal
+	return peekHostHeader(c, br, s.timeouts.Header)
 }
 
 // peekServerName returns the server name of the ClientHello at the head

@@ -105,7 +105,8 @@ type Server struct {
 	answering connCounter  // refused connections being answered
 	total     *connCounter // the process's, shared by every Server
 	leaves    *leafCache
-	mem       *budget // bodies held whole
+	mem       *budget        // bodies held whole
+	names     syntheticNames // the resolver's synthetic addresses (dns.go)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

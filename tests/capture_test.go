@@ -15,7 +15,7 @@ import (
 // header) or else by the IP literal it dialled.
 
 // capfetchJS: Node's built-in fetch, with every name "resolved" to a
-// documentation address (the jail has no resolver yet): the connection is
+// documentation address, not one of the jail's resolver: the connection is
 // captured, and the server name in the ClientHello decides.
 const capfetchJS = `
 const dns = require('dns');
@@ -192,6 +192,8 @@ print("##forge=" + (d.split(b"\r\n")[0].decode(errors="replace") or "closed"))
 			python3 raw.py
 			python3 netprobe.py udp-dns udp 8.8.8.8 53
 			python3 netprobe.py udp-host udp %[1]s 53
+			python3 netprobe.py udp-quic udp 8.8.8.8 443
+			python3 netprobe.py udp-host-port udp %[1]s %[4]d
 			python3 netprobe.py tcp6 tcp 2001:db8::1 443
 			python3 netprobe.py tcp6-host tcp ::1 %[2]d
 			python3 netprobe.py tcp-canary tcp 127.0.0.1 %[3]d
@@ -199,8 +201,12 @@ print("##forge=" + (d.split(b"\r\n")[0].decode(errors="replace") or "closed"))
 			python3 forge.py 127.0.0.1:%[3]d
 			python3 forge.py %[1]s:%[4]d`, hostIP, n.API.Port(), n.Canary.Port(), wide.Port()))
 		wantKV(t, r, "raw", is("PermissionError"), "PermissionError (no CAP_NET_RAW)")
-		wantKV(t, r, "udp-dns", func(s string) bool { return s != "answered" }, "no answer")
-		wantKV(t, r, "udp-host", func(s string) bool { return s != "answered" }, "no answer")
+		// Port 53 of any address is the jail's resolver, which forwards
+		// nothing (example.com is not allowed); other UDP fails at once.
+		wantKV(t, r, "udp-dns", is("answered:rcode=3"), "NXDOMAIN from the jail's resolver")
+		wantKV(t, r, "udp-host", is("answered:rcode=3"), "NXDOMAIN from the jail's resolver")
+		wantKV(t, r, "udp-quic", is("EPERM"), "EPERM (refused at once)")
+		wantKV(t, r, "udp-host-port", is("EPERM"), "EPERM (refused at once)")
 		wantKV(t, r, "tcp6", is("ENETUNREACH"), "ENETUNREACH (IPv6 has no route)")
 		wantKV(t, r, "tcp6-host", func(s string) bool { return s != "connected" }, "no connection (the jail's ::1 is its own)")
 		wantKV(t, r, "tcp-canary", is("ECONNREFUSED"), "ECONNREFUSED (the jail's own loopback)")

@@ -83,7 +83,8 @@ except Exception as e:
 // netprobePy makes one low-level attempt and prints "##NAME=RESULT":
 //
 //	tcp HOST PORT          connect; "connected" or the errno name
-//	udp HOST PORT          sendto a DNS-sized datagram and wait for an answer
+//	udp HOST PORT          sendto a DNS query for example.com and wait for an
+//	                       answer; "answered:rcode=N" with the answer's rcode
 //	dns NAME               getaddrinfo
 //	socks CMD ATYP HOST PORT [PATH]
 //	                       raw SOCKS5 to the bridge: CMD connect|bind|udp,
@@ -109,8 +110,8 @@ def udp(host, port):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(2)
     s.sendto(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01", (host, int(port)))
-    s.recvfrom(512)
-    return "answered"
+    d, _ = s.recvfrom(512)
+    return "answered:rcode=%d" % (d[3] & 15) if len(d) >= 4 else "answered"
 
 def dns(name):
     return "resolved:" + ",".join(sorted({a[4][0] for a in socket.getaddrinfo(name, 443)}))
@@ -549,10 +550,12 @@ func TestNetworkDeniedNames(t *testing.T) {
 	})
 }
 
-// 4. Programs that ignore the proxy reach nothing on their own: no
-// resolver, the jail's 127.0.0.1 is its own, and a TCP connection to any
-// other address is captured and handed to the proxy, which refuses an IP
-// literal no rule names (and logs it); UDP goes nowhere.
+// 4. Programs that ignore the proxy reach nothing on their own: the
+// jail's resolver answers only allowed names (with addresses the capture
+// hands to the proxy by name), the jail's 127.0.0.1 is its own, and a TCP
+// connection to any other address is captured and handed to the proxy,
+// which refuses an IP literal no rule names (and logs it); UDP reaches
+// only the jail's resolver.
 func TestNetworkBypassHasNoRoute(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -568,8 +571,8 @@ func TestNetworkBypassHasNoRoute(t *testing.T) {
 		r := s.Sh(probeSh + fmt.Sprintf(`
 			echo session=$JAIL_SESSION
 			probe ok https://api.allowed.test/ok-bypass
-			(unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy ALL_PROXY all_proxy; probe no-env https://api.allowed.test/attack-no-env)
-			probe noproxy --noproxy '*' https://api.allowed.test/attack-noproxy
+			(unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy ALL_PROXY all_proxy; probe no-env https://api.allowed.test/captured-no-env)
+			probe noproxy --noproxy '*' https://api.allowed.test/captured-noproxy
 			probe resolve --noproxy '*' --resolve api.allowed.test:%[1]d:127.0.0.1 https://api.allowed.test:%[1]d/attack-resolve
 			probe host-ip --noproxy '*' --connect-timeout 3 http://%[2]s:%[3]d/attack-host-ip
 			python3 netprobe.py tcp-1111 tcp 1.1.1.1 443
@@ -587,13 +590,16 @@ func TestNetworkBypassHasNoRoute(t *testing.T) {
 			kill $!`, n.API.Port(), hostIP, wide.Port(), n.Canary.Port()))
 		ps := probes(t, r)
 		wantOK(t, getProbe(t, ps, r, "ok"), "/ok-bypass")
-		for _, name := range []string{"no-env", "noproxy", "resolve", "host-ip"} {
+		// Without the proxy variables an allowed name still resolves, and
+		// the connection goes through the proxy all the same.
+		wantOK(t, getProbe(t, ps, r, "no-env"), "/captured-no-env")
+		wantOK(t, getProbe(t, ps, r, "noproxy"), "/captured-noproxy")
+		for _, name := range []string{"resolve", "host-ip"} {
 			wantNoRoute(t, getProbe(t, ps, r, name))
 		}
 		if p := getProbe(t, ps, r, "loopback"); p.Exit != 0 || p.HTTP != "200" {
 			t.Errorf("control: a server the command starts on the jail's loopback is unreachable: %s", p)
 		}
-		notAnswered := func(s string) bool { return s != "answered" }
 		// Connecting to 1.1.1.1 or the host's address succeeds as far as
 		// the capture port; the proxy refuses it (the servers see nothing).
 		ds := decisions(t, s, sessionOf(t, r))
@@ -604,8 +610,10 @@ func TestNetworkBypassHasNoRoute(t *testing.T) {
 		}
 		wantKV(t, r, "tcp-host-port", is("ECONNREFUSED"), "ECONNREFUSED (the jail's own loopback, not the host's)")
 		wantKV(t, r, "tcp-canary", is("ECONNREFUSED"), "ECONNREFUSED")
-		wantKV(t, r, "udp-dns", notAnswered, "no answer")
-		wantKV(t, r, "udp-resolver", notAnswered, "no answer")
+		// Port 53 of any address is the jail's resolver: example.com is not
+		// allowed, so NXDOMAIN, and nothing is forwarded.
+		wantKV(t, r, "udp-dns", is("answered:rcode=3"), "NXDOMAIN from the jail's resolver")
+		wantKV(t, r, "udp-resolver", is("answered:rcode=3"), "NXDOMAIN from the jail's resolver")
 		wantKV(t, r, "dns", func(s string) bool { return strings.HasPrefix(s, "gaierror") }, "a resolution error")
 		wantKV(t, r, "getent", func(s string) bool { return s != "0" }, "a non-zero exit")
 		if got := n.API.SawPrefix("/attack"); len(got) > 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -20,9 +21,14 @@ import (
 // whatever the program's proxy settings: a default route on lo (without
 // one, connecting to any other address fails before the packet is sent),
 // and an nftables nat output chain redirecting TCP to the port, in the
-// jail's own network namespace. It needs CAP_NET_ADMIN there, which init
-// drops right after. IPv6 gets no route: an IPv6 connection fails with
-// "network unreachable". UDP is not captured: it reaches nothing.
+// jail's own network namespace. DNS (UDP and TCP to port 53, whatever
+// the address: resolv.conf names 127.0.0.1, some programs name a public
+// resolver) is redirected to the bridge's resolver port, and every other
+// UDP datagram to an address outside the loopback is refused. It needs
+// CAP_NET_ADMIN there, which init drops right after. In IPv6 only the
+// resolver's synthetic prefix is routed, and captured the same way (to
+// the port on ::1); a connection to any other IPv6 address fails with
+// "network unreachable".
 //
 // An error means the capture was not made and the network is as without
 // it: loopback only, no route out, the bridge's proxy ports the only way
@@ -60,6 +66,14 @@ func programNetns(port int) error {
 	if err := addDefaultRouteLo(); err != nil {
 		return fmt.Errorf("capture: adding a default route on lo: %w", err)
 	}
+	// IPv6 is best effort: without it (a kernel without IPv6 or its nat)
+	// the synthetic IPv6 addresses have no route, and a client falls
+	// back to the IPv4 ones at once. The route comes after the redirect
+	// here too, so that no synthetic address is routed without being
+	// captured.
+	if addRedirect6(port) == nil {
+		addRouteLo6(SyntheticNet6)
+	}
 	return nil
 }
 
@@ -93,11 +107,17 @@ func enterOwnNetns() error {
 
 // addRedirect programs, in the ip family,
 //
-//	table ip jail { chain capture { type nat hook output priority -100
-//	  ip daddr 127.0.0.0/8 accept; meta l4proto tcp redirect to :port } }
+//	table ip jail {
+//	  chain capture { type nat hook output priority -100
+//	    udp dport 53 redirect to :DNSPort; tcp dport 53 redirect to :DNSPort
+//	    ip daddr 127.0.0.0/8 accept; meta l4proto tcp redirect to :port }
+//	  chain refuse { type filter hook output priority 0
+//	    meta l4proto udp ip daddr != 127.0.0.0/8 reject } }
 //
 // Connections to the jail's own loopback (the bridge's ports, services
-// the command runs) are left alone.
+// the command runs) are left alone. A refused datagram fails its send at
+// once (EPERM), so that a QUIC client falls back to TCP instead of
+// waiting for an answer that cannot come.
 func addRedirect(port int) error {
 	c, err := nftables.New()
 	if err != nil {
@@ -110,22 +130,106 @@ func addRedirect(port int) error {
 		Name: "capture", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &policy,
 	})
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: []byte{0, 0, 0, 0}},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127, 0, 0, 0}},
-		&expr.Verdict{Kind: expr.VerdictAccept},
-	}})
-	p := make([]byte, 2)
-	binary.BigEndian.PutUint16(p, uint16(port))
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append([]expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port16(53)},
+		}, redirectTo(DNSPort)...)})
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(loopbackDst(expr.CmpOpEq),
+		&expr.Verdict{Kind: expr.VerdictAccept})})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append([]expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-		&expr.Immediate{Register: 1, Data: p},
-		&expr.Redir{RegisterProtoMin: 1},
+	}, redirectTo(port)...)})
+	refuse := c.AddChain(&nftables.Chain{
+		Name: "refuse", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &policy,
+	})
+	c.AddRule(&nftables.Rule{Table: t, Chain: refuse, Exprs: append(append([]expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+	}, loopbackDst(expr.CmpOpNeq)...),
+		&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3}, // port unreachable
+	)})
+	return c.Flush()
+}
+
+// addRedirect6 programs, in the ip6 family,
+//
+//	table ip6 jail {
+//	  chain capture { type nat hook output priority -100
+//	    ip6 daddr SyntheticNet6 meta l4proto tcp redirect to :port }
+//	  chain refuse { type filter hook output priority 0
+//	    meta l4proto udp ip6 daddr != ::1 reject } }
+func addRedirect6(port int) error {
+	c, err := nftables.New()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv6, Name: "jail"})
+	policy := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{
+		Name: "capture", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &policy,
+	})
+	prefix := SyntheticNet6.Addr().As16()
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append([]expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 8},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: prefix[:8]},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+	}, redirectTo(port)...)})
+	refuse := c.AddChain(&nftables.Chain{
+		Name: "refuse", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &policy,
+	})
+	lo := netip.IPv6Loopback().As16()
+	c.AddRule(&nftables.Rule{Table: t, Chain: refuse, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: lo[:]},
+		&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4}, // port unreachable
 	}})
 	return c.Flush()
 }
+
+// addRouteLo6 adds "PREFIX dev lo src ::1" to the main IPv6 table.
+func addRouteLo6(p netip.Prefix) error {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return err
+	}
+	rt := unix.RtMsg{Family: unix.AF_INET6, Dst_len: uint8(p.Bits()), Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
+		Scope: unix.RT_SCOPE_UNIVERSE, Type: unix.RTN_UNICAST}
+	oif := make([]byte, 4)
+	binary.NativeEndian.PutUint32(oif, uint32(lo.Index))
+	dst, src := p.Addr().As16(), netip.IPv6Loopback().As16()
+	body := append(unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg), rtattr(unix.RTA_DST, dst[:])...)
+	body = append(body, rtattr(unix.RTA_OIF, oif)...)
+	body = append(body, rtattr(unix.RTA_PREFSRC, src[:])...)
+	return rtnetlink(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
+}
+
+// loopbackDst compares the destination's first byte with 127.
+func loopbackDst(op expr.CmpOp) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: op, Register: 1, Data: []byte{127, 0, 0, 0}},
+	}
+}
+
+// redirectTo redirects to port on the loopback.
+func redirectTo(port int) []expr.Any {
+	return []expr.Any{&expr.Immediate{Register: 1, Data: port16(port)}, &expr.Redir{RegisterProtoMin: 1}}
+}
+
+func port16(port int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(port)) }
 
 // setLinkUp sets an interface up over rtnetlink.
 func setLinkUp(name string) error {
@@ -209,12 +313,17 @@ func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	var sa unix.RawSockaddrInet4
+	var sa4 unix.RawSockaddrInet4
+	var sa6 unix.RawSockaddrInet6
+	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
+	level, opt, p, size := unix.SOL_IP, unix.SO_ORIGINAL_DST, unsafe.Pointer(&sa4), uint32(unsafe.Sizeof(sa4))
+	if v6 {
+		level, opt, p, size = unix.SOL_IPV6, ip6tSoOriginalDst, unsafe.Pointer(&sa6), uint32(unsafe.Sizeof(sa6))
+	}
 	var serr error
 	err = rc.Control(func(fd uintptr) {
-		size := uint32(unsafe.Sizeof(sa))
-		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_IP, unix.SO_ORIGINAL_DST,
-			uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&size)), 0)
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, uintptr(level), uintptr(opt),
+			uintptr(p), uintptr(unsafe.Pointer(&size)), 0)
 		if errno != 0 {
 			serr = errno
 		}
@@ -225,9 +334,17 @@ func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("reading the original destination: %w", err)
 	}
-	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:])
-	return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), port), nil
+	if v6 {
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa6.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom16(sa6.Addr), port), nil
+	}
+	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa4.Port))[:])
+	return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port), nil
 }
+
+// ip6tSoOriginalDst is IP6T_SO_ORIGINAL_DST, SO_ORIGINAL_DST's IPv6
+// counterpart (linux/netfilter_ipv6/ip6_tables.h).
+const ip6tSoOriginalDst = 80
 
 // StartCapture listens on r.Listen (the capture port) and hands every
 // connection redirected there to r.Dial (the proxy's capture socket),
@@ -235,24 +352,6 @@ func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
 // not redirected (one dialled to the port itself) names the port, which
 // the proxy refuses as it would any loopback address.
 func StartCapture(r Relay) (net.Listener, error) {
-	l, err := listenTCP(r)
-	if err != nil {
-		return nil, err
-	}
-	network, addr, err := splitAddr(r.Dial)
-	if err != nil {
-		l.Close()
-		return nil, err
-	}
-	go acceptLoop(l, func(c net.Conn) { capture(c.(*net.TCPConn), network, addr) })
-	return l, nil
-}
-
-// listenTCP listens on r.Listen over plain TCP. The original destination
-// is asked of the TCP connection: a Multipath TCP socket, which Go listens
-// with by default, does not answer for it, and a Multipath TCP client
-// would be cut unlogged; on a TCP listener it falls back to TCP.
-func listenTCP(r Relay) (net.Listener, error) {
 	network, addr, err := splitAddr(r.Listen)
 	if err != nil {
 		return nil, err
@@ -260,13 +359,33 @@ func listenTCP(r Relay) (net.Listener, error) {
 	if network != "tcp" {
 		return nil, fmt.Errorf("capture %s: want tcp:HOST:PORT", r)
 	}
-	var lc net.ListenConfig
-	lc.SetMultipathTCP(false)
-	l, err := lc.Listen(context.Background(), network, addr)
+	l, err := listenTCP(addr)
 	if err != nil {
 		return nil, fmt.Errorf("relay %s: %w", r, err)
 	}
+	network, dial, err := splitAddr(r.Dial)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	handle := func(c net.Conn) { capture(c.(*net.TCPConn), network, dial) }
+	go acceptLoop(l, handle)
+	// The same port on ::1, where the synthetic IPv6 addresses are
+	// redirected; without IPv6 there is nothing to listen for.
+	if l6, err := listenTCP(net.JoinHostPort("::1", strconv.Itoa(CapturePort(r)))); err == nil {
+		go acceptLoop(l6, handle)
+	}
 	return l, nil
+}
+
+// listenTCP listens on addr over plain TCP. The original destination is
+// asked of the TCP connection: a Multipath TCP socket, which Go listens
+// with by default, does not answer for it, and a Multipath TCP client
+// would be cut unlogged; on a TCP listener it falls back to TCP.
+func listenTCP(addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	return lc.Listen(context.Background(), "tcp", addr)
 }
 
 func capture(c *net.TCPConn, network, addr string) {

@@ -2,11 +2,14 @@ package inside
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +20,9 @@ import (
 // namespace (as init does in the jail's) and checks that a connection to
 // an address the namespace has no interface for reaches the capture
 // socket with its original destination, that the jail's own loopback is
-// left alone, and that IPv6 has no route.
+// left alone, that IPv6 has no route but to the synthetic prefix, which is
+// captured too, and (dnsAndUDP) that DNS reaches
+// the resolver port while other UDP is refused.
 func TestCaptureInNamespace(t *testing.T) {
 	if os.Getenv("JAIL_CAPTURE_CHILD") == "1" {
 		captureChild(t)
@@ -66,7 +71,7 @@ func captureChild(t *testing.T) {
 	if _, err := StartCapture(Relay{Listen: "tcp:127.0.0.1:3129", Dial: "unix:" + sock}); err != nil {
 		t.Fatal(err)
 	}
-	for _, dst := range []string{"192.0.2.7:443", "10.1.2.3:22", "8.8.8.8:80"} {
+	for _, dst := range []string{"192.0.2.7:443", "10.1.2.3:22", "8.8.8.8:80", "[fd6a:6169:6c00::5]:443"} {
 		c, err := net.DialTimeout("tcp", dst, 2*time.Second)
 		if err != nil {
 			t.Fatalf("dial %s: %v", dst, err)
@@ -108,9 +113,104 @@ func captureChild(t *testing.T) {
 		t.Fatalf("a loopback connection was captured: %q", line)
 	default:
 	}
-	// IPv6 has no route.
-	if _, err := net.DialTimeout("tcp", "[2001:db8::1]:443", time.Second); err == nil {
-		t.Fatal("an IPv6 connection was opened")
+	// IPv6 outside the synthetic prefix has no route.
+	for _, dst := range []string{"[2001:db8::1]:443", "[fd6a:6169:6c01::5]:443", "[2606:4700::1111]:443"} {
+		if _, err := net.DialTimeout("tcp", dst, time.Second); !errors.Is(err, syscall.ENETUNREACH) {
+			t.Fatalf("dial %s: %v, want network unreachable", dst, err)
+		}
 	}
+	dnsAndUDP(t)
 	t.Log("capture ok")
+}
+
+// dnsAndUDP checks, in the captured namespace, that a query to port 53 of
+// any address reaches the bridge's resolver port (UDP through a datagram
+// relay, TCP as it is), and that other UDP fails at once.
+func dnsAndUDP(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "dns.sock")
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	go func() {
+		for {
+			c, err := ul.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // a framed echo, with "re:" before the message
+				defer c.Close()
+				var n [2]byte
+				if _, err := io.ReadFull(c, n[:]); err != nil {
+					return
+				}
+				m := make([]byte, binary.BigEndian.Uint16(n[:]))
+				io.ReadFull(c, m)
+				m = append([]byte("re:"), m...)
+				c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(m))), m...))
+			}()
+		}
+	}()
+	ls, err := StartRelays([]Relay{{Listen: "udp:127.0.0.1:" + strconv.Itoa(DNSPort), Dial: "unix:" + sock}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls[0].Close()
+	for _, dst := range []string{"127.0.0.1:53", "8.8.8.8:53", "198.18.0.1:53"} {
+		c, err := net.Dial("udp", dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		c.Write([]byte("q"))
+		b := make([]byte, 16)
+		n, err := c.Read(b)
+		if err != nil || string(b[:n]) != "re:q" {
+			t.Fatalf("UDP %s: %q, %v", dst, b[:n], err)
+		}
+		c.Close()
+	}
+	tl, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(DNSPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	go func() {
+		if c, err := tl.Accept(); err == nil {
+			c.Write([]byte("tcp53"))
+			c.Close()
+		}
+	}()
+	c, err := net.DialTimeout("tcp", "9.9.9.9:53", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if b, _ := io.ReadAll(c); string(b) != "tcp53" {
+		t.Fatalf("TCP to port 53: %q", b)
+	}
+	c.Close()
+	// Other UDP: a send outside the loopback fails at once; the jail's
+	// own loopback is its own (nothing listens on port 9).
+	for _, dst := range []string{"192.0.2.1:443", "8.8.8.8:443", "198.18.0.1:443", "[fd6a:6169:6c00::5]:443"} {
+		c, err := net.Dial("udp", dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("quic")); !errors.Is(err, syscall.EPERM) {
+			t.Fatalf("UDP to %s: %v, want operation not permitted", dst, err)
+		}
+		c.Close()
+	}
+	c, err = net.Dial("udp", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("x"))
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("UDP to the jail's loopback port 9: %v, want connection refused", err)
+	}
+	c.Close()
 }
