@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -92,6 +93,21 @@ func (s *Server) capturedHost(ip netip.Addr, sent string) (host, reason string) 
 		return name, fmt.Sprintf("the client named %s, not %s, which resolved to %s", strconv.Quote(sent), name, ip)
 	}
 	return name, ""
+}
+
+// namedHost is host or, for a synthetic address, the name the jail's
+// resolver gave it: a client that resolved the name itself and then asked
+// the proxy for the address (SOCKS5 without remote resolution) asked for
+// the name. A synthetic address given to no name comes back with a reason.
+func (s *Server) namedHost(host string) (string, string) {
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if err != nil || !isSynthetic(a) {
+		return host, ""
+	}
+	if name, ok := s.names.lookup(a); ok {
+		return name, ""
+	}
+	return host, "synthetic address given to no name"
 }
 
 // readCaptureHeader reads the "ip:port\n" line before a captured stream.

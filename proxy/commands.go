@@ -215,17 +215,6 @@ func commandMessage(action, rule string) string {
 	return fmt.Sprintf("jail: %s is denied by command.deny (%q)\n", action, rule)
 }
 
-// explicitlyAllowed reports whether an entry of Allow names h with this
-// very port ("git.example.com:22", "*.example.com:22", "10.1.2.3:22").
-func (r Rules) explicitlyAllowed(h host, port int) bool {
-	for _, s := range r.Allow {
-		if e, err := parseEntry(s); err == nil && e.port == port && e.matches(h, port) {
-			return true
-		}
-	}
-	return false
-}
-
 // sshPort22 refuses a tunnel (CONNECT or SOCKS) to port 22 while git push
 // is denied: git pushes over SSH there. An Allow entry that names the
 // host with ":22" lets it through.
@@ -274,13 +263,14 @@ func (s *Server) denySSH(c net.Conn, t *target, e Entry) {
 		hp, s.cmds.gitPush, hp))
 }
 
-// sshAfterBanner handles a tunnel whose client waits for the server to
-// speak, while git push is denied and the host is not explicitly allowed
-// on this port: when the server opens with an SSH identification string,
-// the banner goes through and the client's answer is checked before any
-// of it reaches the server; an SSH client's is refused. The returned conn
-// replays what was read from the server.
-func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) (net.Conn, bool) {
+// sshAfterBanner handles a raw tunnel whose client waits for the server
+// to speak, while git push is denied and the host is not explicitly
+// allowed on this port ("unknown": "allow" lets such a stream through):
+// when the server opens with an SSH identification string, the banner
+// goes through and the client's answer is checked before any of it
+// reaches the server; an SSH client's is refused. The returned conn
+// replays what was read from the server; e counts the banner sent.
+func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e *Entry) (net.Conn, bool) {
 	if s.cmds.gitPush == "" || s.rules.explicitlyAllowed(t.norm, t.port) {
 		return up, false
 	}
@@ -293,7 +283,8 @@ func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *ta
 	// An identification line is at most 255 bytes: ReadSlice holds no
 	// more than its buffer, and what it read goes on to the client.
 	banner, err := ur.ReadSlice('\n')
-	c.Write(banner)
+	n, _ := c.Write(banner)
+	e.BytesDown += int64(n)
 	if err != nil {
 		return rc, false
 	}
@@ -302,6 +293,6 @@ func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *ta
 		return rc, false
 	}
 	up.Close()
-	s.denySSH(c, t, e)
+	s.denySSH(c, t, *e)
 	return rc, true
 }

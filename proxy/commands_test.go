@@ -217,7 +217,7 @@ func TestSSHWhileGitPushDenied(t *testing.T) {
 	canaryAddr := fmt.Sprintf("127.0.0.1:%d", port)
 	hosts := map[string]string{"allowed.test": canaryAddr, "git.test": echo, "ssh.test": echo, "alt.test": echo}
 	e := newEnv(t, Config{
-		Rules:        Rules{Allow: []string{"allowed.test", "git.test:22", "ssh.test", "alt.test:443"}, Hosts: hosts},
+		Rules:        Rules{Allow: []string{"allowed.test", "git.test:22", "ssh.test", "ssh.test:5432", "alt.test:443"}, Hosts: hosts},
 		DenyCommands: []string{"git push"},
 	})
 
@@ -310,7 +310,7 @@ func TestSSHWithoutCommandRules(t *testing.T) {
 	t.Parallel()
 	echo := echoServer(t, "")
 	e := newEnv(t, Config{
-		Rules:        Rules{Allow: []string{"allowed.test"}, Hosts: map[string]string{"allowed.test": echo}},
+		Rules:        Rules{Allow: []string{"allowed.test:22"}, Hosts: map[string]string{"allowed.test": echo}},
 		DenyCommands: []string{"npm publish", "git commit"},
 	})
 	for _, via := range []string{"CONNECT", "SOCKS"} {

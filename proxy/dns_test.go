@@ -287,7 +287,7 @@ func TestDNSThenCapture(t *testing.T) {
 	up := newUpstream(t, upCA, nil)
 	plain := newUpstream(t, nil, nil)
 	e, dnsSock, capSock := dnsEnv(t, Config{
-		Rules: Rules{Allow: []string{"api.example.test", "plain.example.test", "other.example.test"},
+		Rules: Rules{Allow: []string{"api.example.test", "plain.example.test", "plain.example.test:80", "other.example.test"},
 			Hosts: map[string]string{"api.example.test": up.addr(), "plain.example.test": plain.addr(), "other.example.test": up.addr()}},
 		Upstream: &tls.Config{RootCAs: pool(upCA)},
 	})
@@ -317,7 +317,8 @@ func TestDNSThenCapture(t *testing.T) {
 		t.Fatalf("plain: %d %q", resp.StatusCode, body)
 	}
 	// A client that sends no name (a protocol other than TLS and HTTP)
-	// is decided by the name of the address, and relayed raw.
+	// is decided by the name of the address, and relayed raw (an entry
+	// names the port).
 	c, err := net.Dial("unix", capSock)
 	if err != nil {
 		t.Fatal(err)

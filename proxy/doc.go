@@ -17,8 +17,9 @@
 // verified with the host's trust. Plain HTTP is served request by request.
 // In both, every request must name the tunnel's host, and is logged with
 // its path. Anything else (SSH, a protocol in which the server speaks
-// first) is relayed raw to the checked address and logged once, with its
-// byte counts, when it ends.
+// first) is relayed raw to the checked address only when an Allow entry
+// names the host with that port (or Unknown is "allow" and the host is a
+// name), and logged once, with its byte counts, when it ends.
 //
 // Secrets (Config.Secrets) reach the jail as placeholders. In every
 // request the proxy reads (plain HTTP, and each request in an

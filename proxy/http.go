@@ -738,6 +738,13 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		writeText(bw, http.StatusForbidden, "jail: the host name carries a secret\n")
 		return
 	}
+	var reason string
+	if host, reason = s.namedHost(host); reason != "" {
+		e.Verdict, e.Reason = verdictDeny, reason
+		s.record(e)
+		writeText(bw, http.StatusForbidden, fmt.Sprintf("jail: CONNECT %s: %s\n", host, reason))
+		return
+	}
 	t, r := s.check(s.ctx, host, port, true)
 	if r != nil {
 		if n, ok := normalizeHost(host); ok {
@@ -829,25 +836,51 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 		// header cannot name another site on the same address.
 		s.serveTunnel(&client{conn: c, raw: c, w: watched(c), br: br, bw: bufio.NewWriterSize(c, 4<<10), tunnel: t, scheme: "http"}, e)
 	case err == nil:
-		up, err := s.dial(s.ctx, t)
-		if err != nil {
-			e.Verdict, e.Reason = verdictError, err.Error()
-			s.record(e)
-			return
-		}
-		s.rawTunnel(c, br, up, t, e)
+		s.rawTunnel(c, br, nil, t, e)
 	default:
 		s.record(e) // the client left without a byte
 	}
 }
 
-// rawTunnel relays a tunnel that is not HTTP, after the command rules'
-// look at an SSH banner.
+// rawTunnel relays a tunnel that is neither TLS nor HTTP (SSH, a
+// database protocol, a protocol in which the server speaks first) to the
+// checked address, when an Allow entry names the host with this very
+// port (or "unknown": "allow" opens every name): the proxy can check no
+// name inside such a stream, so an entry that allows a host's HTTPS does
+// not let one through to any port of that host. up is the server when it
+// spoke first; otherwise it is dialled here, only once the stream is
+// allowed.
 func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
-	up, refused := s.sshAfterBanner(c, br, up, t, e)
+	if !s.rules.rawAllowed(t.norm, t.port) {
+		if up != nil {
+			up.Close()
+		}
+		s.denyRaw(c, t, e)
+		return
+	}
+	if up == nil {
+		var err error
+		if up, err = s.dial(s.ctx, t); err != nil {
+			e.Verdict, e.Reason = verdictError, err.Error()
+			s.record(e)
+			return
+		}
+	}
+	up, refused := s.sshAfterBanner(c, br, up, t, &e)
 	if !refused {
 		s.tunnel(c, br, up, e)
 	}
+}
+
+// denyRaw logs a raw stream refused for want of an Allow entry with its
+// port and tells the client which entry to add, in a line that an SSH
+// client shows (with -v) before the server's identification.
+func (s *Server) denyRaw(c net.Conn, t *target, e Entry) {
+	hp := t.addr()
+	e.Verdict = verdictDeny
+	e.Reason = fmt.Sprintf("raw tcp (neither TLS nor HTTP) needs a network.allow entry with the port: add %q", hp)
+	s.record(e)
+	io.WriteString(c, fmt.Sprintf("jail: %s: raw tcp (neither TLS nor HTTP) is not allowed; to allow it, add %q to jail.json \"network.allow\"\r\n", hp, hp))
 }
 
 // firstSpeaker dials t and waits, at most the tunnel's idle time, for the
@@ -984,13 +1017,15 @@ func (s *Server) passthrough(c net.Conn, br *bufio.Reader, up net.Conn, t *targe
 func (s *Server) tunnel(c net.Conn, r io.Reader, up net.Conn, e Entry) {
 	if !s.track(up) {
 		up.Close()
+		e.Verdict, e.Reason = verdictError, "the proxy is shutting down"
+		s.record(e)
 		return
 	}
 	defer s.untrack(up)
 	c.SetDeadline(time.Time{}) // the idle watch of the relay bounds it
 	var found *streamHit
-	var cut bool
-	e.BytesUp, e.BytesDown, cut = relay(c, s.sec().scanStream(r, &found), up, s.timeouts.Tunnel)
+	bytesUp, bytesDown, cut := relay(c, s.sec().scanStream(r, &found), up, s.timeouts.Tunnel)
+	e.BytesUp, e.BytesDown = e.BytesUp+bytesUp, e.BytesDown+bytesDown // after what was sent before the relay
 	if cut && found == nil {
 		e.Reason = fmt.Sprintf("closed after %v without a byte either way", s.timeouts.Tunnel)
 	}
@@ -1127,7 +1162,7 @@ func (w tlsWriter) Write(p []byte) (int, error) {
 // upstreamConn is a connection to an upstream server read through r: the
 // transport's reads in large chunks, so that a bulk download costs fewer
 // read(2) calls, and tells how much it holds; a raw tunnel's replays the
-// first bytes sshAfterBanner read.
+// first bytes firstSpeaker or sshAfterBanner read.
 type upstreamConn struct {
 	net.Conn
 	r *bufio.Reader

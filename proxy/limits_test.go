@@ -307,7 +307,7 @@ func TestTunnelIdle(t *testing.T) {
 	t.Parallel()
 	sink := sinkServer(t)
 	e := newEnv(t, Config{
-		Rules:    Rules{Allow: []string{"echo.test", "sink.test"}, Hosts: map[string]string{"echo.test": echoServer(t, ""), "sink.test": sink}},
+		Rules:    Rules{Allow: []string{"echo.test:7", "sink.test:7"}, Hosts: map[string]string{"echo.test": echoServer(t, ""), "sink.test": sink}},
 		Timeouts: Timeouts{Tunnel: 600 * time.Millisecond},
 	})
 	_, _, c, br := raw(t, e.httpAddr, "CONNECT echo.test:7 HTTP/1.1\r\nHost: echo.test:7\r\n\r\n")

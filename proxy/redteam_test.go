@@ -611,7 +611,7 @@ func firstLines(s string) []string {
 func TestRedteamTunnelSniffing(t *testing.T) {
 	up := newRawUpstream(t)
 	echo := newRecorder(t)
-	e := newEnv(t, Config{Rules: Rules{Allow: []string{"allowed.test", "raw.test"}, Hosts: map[string]string{"allowed.test": up.addr, "raw.test": echo.addr}}})
+	e := newEnv(t, Config{Rules: Rules{Allow: []string{"allowed.test", "raw.test", "raw.test:80"}, Hosts: map[string]string{"allowed.test": up.addr, "raw.test": echo.addr}}})
 	fronted := " /fronted HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n"
 	// tunnel sends parts in a tunnel to host and returns what came back:
 	// echo bytes, or everything until the proxy closes.

@@ -13,11 +13,17 @@ import (
 // dot boundary ("*.example.com" matches its subdomains but not the apex) or
 // an IP literal ("10.1.2.3", "::1"), each with an optional port
 // ("example.com:8443", "127.0.0.1:9000", "[::1]:9000"). Deny beats allow.
+// An entry without a port allows TLS and HTTP on any port; a raw stream
+// (SSH, a database protocol) needs an Allow entry with its port, unless
+// Unknown is "allow".
 type Rules struct {
 	Allow, Deny []string
 	// Unknown is what happens to a name no entry matches: "deny" (the
 	// default when empty) or "allow". IP literals are never let through by
-	// Unknown; only an entry naming the address allows one.
+	// Unknown; only an entry naming the address allows one. "allow" opens
+	// every name on every port to every protocol: a raw stream (neither
+	// TLS nor HTTP) to a name needs no entry with its port then, while one
+	// to an IP literal still does.
 	Unknown string
 	// Hosts maps a name to the "ip:port" it is dialled at, whatever port
 	// the client asked for. The mapping is explicit consent: a mapped name
@@ -204,6 +210,29 @@ func (e entry) matches(h host, port int) bool {
 	default:
 		return h.name == e.name
 	}
+}
+
+// explicitlyAllowed reports whether an entry of Allow names h with this
+// very port ("git.example.com:22", "*.example.com:22", "10.1.2.3:22"):
+// the consent a raw stream needs, and SSH while git push is denied.
+func (r Rules) explicitlyAllowed(h host, port int) bool {
+	for _, s := range r.Allow {
+		if e, err := parseEntry(s); err == nil && e.port == port && e.matches(h, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// rawAllowed reports whether a raw stream (neither TLS nor HTTP: SSH, a
+// database protocol) may reach h:port, which Decide allowed: an Allow
+// entry names it with this port, or Unknown opens every name (not an IP
+// literal) on every port.
+func (r Rules) rawAllowed(h host, port int) bool {
+	if r.explicitlyAllowed(h, port) {
+		return true
+	}
+	return r.Unknown == "allow" && !h.ip.IsValid() && !looksNumeric(h.name)
 }
 
 // matchAny reports whether any entry of list matches host:port.

@@ -64,7 +64,7 @@ func newSecretFixture(t *testing.T, h http.HandlerFunc) *secretFixture {
 	}
 	f.e = newEnv(t, Config{
 		Rules: Rules{
-			Allow: []string{"api.test", "x.other.test", "evil.test", "plain.test", "raw.test"},
+			Allow: []string{"api.test", "x.other.test", "evil.test", "plain.test", "raw.test", "raw.test:22"},
 			Hosts: map[string]string{"api.test": f.api.addr(), "x.other.test": f.other.addr(), "evil.test": f.evil.addr(),
 				"plain.test": f.plain.addr(), "raw.test": f.raw.addr},
 		},

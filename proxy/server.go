@@ -116,6 +116,10 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	denied    []Entry
+	// handlers counts the client connections being served: Close waits
+	// (a while) for them, so that a relay it ends is logged before the
+	// log is closed. Added to under mu, only while not closed.
+	handlers sync.WaitGroup
 }
 
 const (
@@ -124,6 +128,7 @@ const (
 	sniffTimeout    = 300 * time.Millisecond // a tunnel client silent this long waits for the server to speak first
 	maxDenied       = 10000                  // kept for the summary; later denials are only logged
 	maxSummaryField = 256                    // bytes of a kept denial's host and reason
+	closeWait       = 2 * time.Second        // how long Close waits for the handlers it ended to log
 )
 
 // New checks cfg and returns a Server that serves nothing yet.
@@ -252,12 +257,13 @@ func (s *Server) serve(l net.Listener, handle func(net.Conn), socks bool) error 
 			continue
 		}
 		wc := &watchedConn{Conn: c}
-		if !s.track(wc) {
+		if !s.trackHandler(wc) {
 			s.leave()
 			c.Close()
 			return nil
 		}
 		go func() {
+			defer s.handlers.Done()
 			defer s.leave()
 			defer s.untrack(wc)
 			defer wc.Close()
@@ -284,6 +290,18 @@ func (s *Server) track(c net.Conn) bool {
 	return true
 }
 
+// trackHandler tracks a client connection and counts its handler.
+func (s *Server) trackHandler(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.handlers.Add(1)
+	return true
+}
+
 func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
@@ -292,6 +310,7 @@ func (s *Server) untrack(c net.Conn) {
 
 // Close stops every listener given to ServeHTTP and ServeSOCKS, ends every
 // connection and in-flight request, and drops idle upstream connections.
+// It waits up to closeWait for the ended connections to be logged.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -310,6 +329,12 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.transport.CloseIdleConnections()
+	done := make(chan struct{})
+	go func() { s.handlers.Wait(); close(done) }()
+	select {
+	case <-done: // every handler logged what it served
+	case <-time.After(closeWait):
+	}
 	return nil
 }
 

@@ -842,7 +842,7 @@ func TestConnectRawTunnel(t *testing.T) {
 	tlsUp := newUpstream(t, upCA, nil)
 	e := newEnv(t, Config{
 		Rules: Rules{
-			Allow:       []string{"git.test:22", "banner.test", "pass.test"},
+			Allow:       []string{"git.test:22", "banner.test:2222", "pass.test"},
 			Hosts:       map[string]string{"git.test": echoServer(t, ""), "banner.test": echoServer(t, "SSH-2.0-server\r\n"), "pass.test": tlsUp.addr()},
 			Passthrough: []string{"pass.test"},
 		},

@@ -109,6 +109,13 @@ func (s *Server) serveSOCKSConn(c net.Conn) {
 		socksReply(c, socksNotAllowed)
 		return
 	}
+	var reason string
+	if e.Host, reason = s.namedHost(e.Host); reason != "" {
+		e.Verdict, e.Reason = verdictDeny, reason
+		s.record(e)
+		socksReply(c, socksNotAllowed)
+		return
+	}
 	t, r := s.check(s.ctx, e.Host, e.Port, true)
 	if r != nil {
 		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason

@@ -465,8 +465,9 @@ func TestCommandDenyGitPushSSH(t *testing.T) {
 			t.Errorf("the log has no deny entry for %s:22:\n%s", sshHost, dumpExec(ds))
 		})
 		t.Run("denied/other port, no ssh", func(t *testing.T) {
-			if _, v, _, _ := probe(t, "other-port", 2222, ""); !greeted(v) {
-				t.Errorf("SOCKS to %s:2222 (not SSH's port, no SSH spoken by the client): want connected and the server's first line; got %q", sshHost, v)
+			// Any raw stream needs an entry with its port, SSH or not.
+			if _, v, _, _ := probe(t, "other-port", 2222, ""); greeted(v) || !strings.Contains(v, sshHost+":2222") {
+				t.Errorf("SOCKS to %s:2222 (allowed without the port): want the server's first line kept from the client and the entry to add; got %q", sshHost, v)
 			}
 		})
 		t.Run("denied/other port, ssh client speaks first", func(t *testing.T) {
@@ -491,8 +492,9 @@ func TestCommandDenyGitPushSSH(t *testing.T) {
 			}
 		})
 
-		// Controls: without the rule, SSH connects on either port.
-		cfg(nil)
+		// Controls: without the rule, SSH connects on either port named
+		// with its port.
+		cfg(nil, sshHost+":22", sshHost+":2222")
 		for _, c := range []struct {
 			port int
 			mode string

@@ -424,13 +424,18 @@ func TestDNSSyntheticAddressChecked(t *testing.T) {
 			probe literal-host http://$a/attack-literal
 			probe unassigned --connect-timeout 5 https://198.19.255.254/attack-unassigned
 			probe unassigned-name --connect-timeout 5 --resolve api.allowed.test:443:198.19.255.253 https://api.allowed.test/attack-unassigned-name
-			probe control http://plain.allowed.test/control`)
+			probe control http://plain.allowed.test/control
+			probe socks-local -x socks5://127.0.0.1:1080 https://api.allowed.test/socks-local
+			probe socks-unassigned -x socks5://127.0.0.1:1080 --connect-timeout 5 http://198.19.255.251/attack-socks`)
 		wantKV(t, r, "addr", synthetic, "a synthetic address")
 		wantKV(t, r, "addr6", synthetic6, "a synthetic IPv6 address")
 		addr := kvs(r)["addr"]
 		ps := probes(t, r)
 		wantOK(t, getProbe(t, ps, r, "control"), "/control")
-		for _, name := range []string{"tls-mismatch", "host-mismatch", "literal-host", "unassigned", "unassigned-name", "tls-mismatch-v6", "unassigned-v6"} {
+		// curl resolves a socks5:// (not socks5h://) target itself and asks
+		// for the synthetic address: the proxy serves it as the name.
+		wantOK(t, getProbe(t, ps, r, "socks-local"), "/socks-local")
+		for _, name := range []string{"socks-unassigned", "tls-mismatch", "host-mismatch", "literal-host", "unassigned", "unassigned-name", "tls-mismatch-v6", "unassigned-v6"} {
 			wantNoRoute(t, getProbe(t, ps, r, name))
 		}
 		for _, u := range []*upstream{n.API, n.Plain, n.Trap} {
@@ -448,6 +453,9 @@ func TestDNSSyntheticAddressChecked(t *testing.T) {
 		}
 		if mismatch < 4 {
 			t.Errorf("decision log: want 4 connections to %s naming another host refused; got %d in:\n%s", addr, mismatch, dumpDecisions(ds))
+		}
+		if d, ok := findMethod(ds, "CONNECT", "198.19.255.251"); !ok || d.Scheme != "socks5" || d.Verdict != "deny" || d.Reason != "synthetic address given to no name" {
+			t.Errorf("decision log: want the SOCKS request for 198.19.255.251 refused; got %v in:\n%s", d, dumpDecisions(ds))
 		}
 		for _, ip := range []string{"198.19.255.254", "198.19.255.253", "fd6a:6169:6c00::ffff"} {
 			if d, ok := findMethod(ds, "CAPTURE", ip); !ok || d.Verdict != "deny" || d.Reason != "synthetic address given to no name" {
