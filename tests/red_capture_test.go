@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -821,6 +822,172 @@ func TestRedCaptureSecretInName(t *testing.T) {
 		}
 		if refused != 2 {
 			t.Errorf("the log shows %d captured connections refused for a placeholder in the host name, want 2", refused)
+		}
+	})
+}
+
+// rawRecorder is a TCP server on the host's loopback that greets like
+// sshd and keeps every byte each client sends.
+type rawRecorder struct {
+	l    net.Listener
+	mu   sync.Mutex
+	got  bytes.Buffer
+	wait sync.WaitGroup
+}
+
+func newRawRecorder(t *testing.T) *rawRecorder {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawRecorder{l: l}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			r.wait.Add(1)
+			go func() {
+				defer r.wait.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				fmt.Fprint(c, "SSH-2.0-recorder\r\n")
+				b, _ := io.ReadAll(c)
+				r.mu.Lock()
+				r.got.Write(b)
+				r.mu.Unlock()
+			}()
+		}
+	}()
+	return r
+}
+
+// Received is every byte clients sent, once their connections ended.
+func (r *rawRecorder) Received() string {
+	r.wait.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got.String()
+}
+
+// rawPy tries to get a raw stream to NAME:PORT, which an allow entry
+// names without the port, and prints "##NAME=FIRST LINE BACK": silent,
+// SSH first, TLS-looking bytes then raw, a plain HTTP request then raw,
+// an Upgrade to another protocol, and CONNECT and SOCKS5 to the same
+// host:port. Every raw tail carries "RAWTAIL".
+const rawPy = `
+import socket, struct, sys
+name, port = sys.argv[1], int(sys.argv[2])
+addr = socket.getaddrinfo(name, port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+
+def line(s):
+    s.settimeout(8)
+    d = b""
+    try:
+        while b"\n" not in d:
+            b = s.recv(4096)
+            if not b:
+                break
+            d += b
+    except OSError:
+        pass
+    s.close()
+    return d.split(b"\n")[0].strip().decode(errors="replace")[:60] or "closed"
+
+def captured(data):
+    s = socket.create_connection((addr, port), timeout=10)
+    if data:
+        s.sendall(data)
+    return line(s)
+
+def via_connect(data):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(("CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (name, port, name, port)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        b = s.recv(1)
+        if not b:
+            return "closed"
+        head += b
+    s.sendall(data)
+    return line(s)
+
+def via_socks(data):
+    s = socket.create_connection(("127.0.0.1", 1080), timeout=10)
+    s.sendall(b"\x05\x01\x00")
+    s.recv(2)
+    h = name.encode()
+    s.sendall(b"\x05\x01\x00\x03" + bytes([len(h)]) + h + struct.pack(">H", port))
+    rep = s.recv(10)
+    if len(rep) < 2 or rep[1] != 0:
+        return "rep=%d" % (rep[1] if len(rep) > 1 else -1)
+    s.sendall(data)
+    return line(s)
+
+host = ("%s:%d" % (name, port)).encode()
+ssh = b"SSH-2.0-client RAWTAIL-ssh\r\n"
+cases = {
+    "silent": (captured, b""),
+    "ssh": (captured, ssh),
+    "tls-then-raw": (captured, b"\x16\x03\x01\x00\x10" + b"\x01" * 16 + b"RAWTAIL-tls\r\n"),
+    "http-then-raw": (captured, b"GET / HTTP/1.1\r\nHost: " + host + b"\r\n\r\nRAWTAIL-http\r\n"),
+    "upgrade": (captured, b"GET / HTTP/1.1\r\nHost: " + host + b"\r\nConnection: Upgrade\r\nUpgrade: ssh\r\n\r\nRAWTAIL-upgrade\r\n"),
+    "connect": (via_connect, ssh),
+    "socks": (via_socks, ssh),
+}
+for k, (f, data) in cases.items():
+    try:
+        print("##%s=%s" % (k, f(data)), flush=True)
+    except Exception as e:
+        print("##%s=%s" % (k, type(e).__name__), flush=True)
+`
+
+// A raw stream (neither TLS nor HTTP) reaches only a host:port an allow
+// entry names with its port. Named here without it, the host gets none:
+// not from a silent client, an SSH client, TLS-looking bytes or an HTTP
+// request followed by raw bytes, an Upgrade, CONNECT or SOCKS5; the
+// server receives no raw byte. With the port named (control) it does.
+func TestRedCaptureRawNeedsThePort(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		rec := newRawRecorder(t)
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"allow": []string{"*.allowed.test"}, "unknown": "deny",
+			"hosts": map[string]string{"raw.allowed.test": rec.l.Addr().String()},
+		}})
+		s.WriteFile(s.Project+"/raw.py", rawPy, 0o644)
+		r := s.Sh(unsetProxy + "echo session=$JAIL_SESSION\npython3 raw.py raw.allowed.test 2222")
+		for _, k := range []string{"silent", "ssh", "connect", "socks"} {
+			wantKV(t, r, k, func(v string) bool {
+				return strings.HasPrefix(v, "jail: raw.allowed.test:2222: raw tcp") || v == "closed" || strings.HasPrefix(v, "rep=")
+			},
+				"the proxy's refusal, never the server's banner")
+		}
+		for _, k := range []string{"tls-then-raw", "http-then-raw", "upgrade"} {
+			wantKV(t, r, k, func(v string) bool { return !strings.HasPrefix(v, "SSH-2.0-recorder") }, "never the server's banner")
+		}
+		control := s.Jail("--allow-domain", "raw.allowed.test:2222", "--", "sh", "-c", unsetProxy+"python3 raw.py raw.allowed.test 2222")
+		wantKV(t, control, "ssh", is("SSH-2.0-recorder"), "the server's banner (control: the port named)")
+		got := rec.Received()
+		if !strings.Contains(got, "RAWTAIL-ssh") {
+			t.Errorf("control: with the port named, the server did not receive the raw stream; it got %q", got)
+		}
+		if n := strings.Count(got, "RAWTAIL"); n != strings.Count(got, "RAWTAIL-ssh") {
+			t.Errorf("raw bytes other than the control's reached the server: %q", got)
+		}
+		ds := decisions(t, s, sessionOf(t, r))
+		var refused int
+		for _, d := range ds {
+			if d.Host == "raw.allowed.test" && d.Verdict == "deny" && strings.Contains(d.Reason, "raw tcp") {
+				refused++
+			}
+		}
+		if refused < 4 {
+			t.Errorf("the log shows %d raw streams refused for want of the port, want at least 4:\n%s", refused, dumpDecisions(ds))
 		}
 	})
 }
