@@ -39,6 +39,12 @@ func (s *Server) serveH2(tc net.Conn, t *target) {
 // both protocols share one per-request path; the trailers read after the
 // body go out as the stream's trailers.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, t *target) {
+	if r.Method == http.MethodConnect {
+		// As inside an HTTP/1.1 tunnel: sent on, it would ask the
+		// server for a raw stream the proxy cannot read.
+		http.Error(w, "jail: CONNECT inside a tunnel", http.StatusBadRequest)
+		return
+	}
 	if n := len(r.Header); n > maxHeaderFields {
 		http.Error(w, "jail: "+errTooManyFields.Error()+"\n", http.StatusRequestHeaderFieldsTooLarge)
 		return

@@ -997,6 +997,8 @@ func (s *Server) passthrough(c net.Conn, br *bufio.Reader, up net.Conn, t *targe
 			err = errors.New(why)
 			e.Verdict = verdictDeny
 		}
+	} else if errors.Is(err, errHiddenName) || errors.Is(err, errTwoNames) {
+		e.Verdict = verdictDeny
 	}
 	if err != nil {
 		up.Close()

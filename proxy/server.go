@@ -453,7 +453,11 @@ func (s *Server) check(ctx context.Context, name string, port int, tunnel bool) 
 			return nil, &refusal{verdict: verdictError, rule: d.Rule, reason: fmt.Sprintf("resolving %s: bad address %v", h.name, ip)}
 		}
 		a = a.Unmap()
-		if class := addrClass(a); class != "" {
+		class := addrClass(a)
+		if class == "" && ownAddr(a) {
+			class = "this host's"
+		}
+		if class != "" {
 			return nil, &refusal{verdict: verdictDeny, rule: d.Rule,
 				reason: fmt.Sprintf("%s address %s after resolving %s", class, a, h.name),
 				hint:   `to reach a local service, map the name in jail.json "network.hosts"`}

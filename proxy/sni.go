@@ -46,6 +46,23 @@ func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
 	}
 }
 
+// errHiddenName is a ClientHello whose server name is not the one it
+// shows: it carries an encrypted ClientHello (ECH, or its draft ESNI),
+// whose inner name the server at the other end would serve instead of
+// the outer one.
+var errHiddenName = errors.New("the ClientHello hides the server name it asks for (encrypted client hello)")
+
+// errTwoNames is a ClientHello with two server names (two server_name
+// extensions, or two host names in one), which TLS forbids: the proxy
+// would check one and a server might serve the other.
+var errTwoNames = errors.New("the ClientHello names two servers")
+
+const (
+	extServerName = 0
+	extECH        = 0xfe0d
+	extESNI       = 0xffce
+)
+
 // helloServerName returns the host_name of a ClientHello body's
 // server_name extension, or "" when it has none.
 func helloServerName(b []byte) (string, error) {
@@ -57,26 +74,37 @@ func helloServerName(b []byte) (string, error) {
 	if p.err == nil && len(p.b) == 0 {
 		return "", nil // no extensions
 	}
+	var sni string
+	seen := false
 	exts := parser{b: p.bytes(p.int(2)), err: p.err}
 	for exts.err == nil && len(exts.b) > 0 {
 		typ := exts.int(2)
 		data := exts.bytes(exts.int(2))
-		if typ != 0 { // server_name
+		if exts.err == nil && (typ == extECH || typ == extESNI) {
+			return "", errHiddenName
+		}
+		if typ != extServerName {
 			continue
 		}
+		if seen {
+			return "", errTwoNames
+		}
+		seen = true
 		names := parser{b: data, err: exts.err}
 		list := parser{b: names.bytes(names.int(2)), err: names.err}
 		for list.err == nil && len(list.b) > 0 {
 			kind := list.int(1)
 			name := list.bytes(list.int(2))
 			if list.err == nil && kind == 0 { // host_name
-				return string(name), nil
+				if sni != "" {
+					return "", errTwoNames
+				}
+				sni = string(name)
 			}
 		}
 		if list.err != nil {
 			return "", fmt.Errorf("bad server_name extension: %w", list.err)
 		}
-		return "", nil
 	}
 	if exts.err != nil {
 		return "", fmt.Errorf("bad ClientHello: %w", exts.err)
@@ -84,7 +112,7 @@ func helloServerName(b []byte) (string, error) {
 	if p.err != nil {
 		return "", fmt.Errorf("bad ClientHello: %w", p.err)
 	}
-	return "", nil
+	return sni, nil
 }
 
 // parser reads big-endian fields from b; the first short read sets err

@@ -1,6 +1,7 @@
 package inside
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -358,32 +359,40 @@ const ip6tSoOriginalDst = 80
 // not redirected (one dialled to the port itself) names the port, which
 // the proxy refuses as it would any loopback address.
 func StartCapture(r Relay) (net.Listener, error) {
-	l, err := r.listen()
+	network, addr, err := splitAddr(r.Listen)
 	if err != nil {
 		return nil, err
 	}
-	network, addr, err := splitAddr(r.Dial)
+	if network != "tcp" {
+		return nil, fmt.Errorf("capture %s: want tcp:HOST:PORT", r)
+	}
+	l, err := listenTCP(addr)
+	if err != nil {
+		return nil, fmt.Errorf("relay %s: %w", r, err)
+	}
+	network, dial, err := splitAddr(r.Dial)
 	if err != nil {
 		l.Close()
 		return nil, err
 	}
-	go acceptCaptured(l, network, addr)
+	handle := func(c net.Conn) { capture(c.(*net.TCPConn), network, dial) }
+	go acceptLoop(l, handle)
 	// The same port on ::1, where the synthetic IPv6 addresses are
 	// redirected; without IPv6 there is nothing to listen for.
-	if l6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(CapturePort(r)))); err == nil {
-		go acceptCaptured(l6, network, addr)
+	if l6, err := listenTCP(net.JoinHostPort("::1", strconv.Itoa(CapturePort(r)))); err == nil {
+		go acceptLoop(l6, handle)
 	}
 	return l, nil
 }
 
-func acceptCaptured(l net.Listener, network, addr string) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go capture(c.(*net.TCPConn), network, addr)
-	}
+// listenTCP listens on addr over plain TCP. The original destination is
+// asked of the TCP connection: a Multipath TCP socket, which Go listens
+// with by default, does not answer for it, and a Multipath TCP client
+// would be cut unlogged; on a TCP listener it falls back to TCP.
+func listenTCP(addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	return lc.Listen(context.Background(), "tcp", addr)
 }
 
 func capture(c *net.TCPConn, network, addr string) {

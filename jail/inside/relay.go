@@ -141,22 +141,38 @@ func (r Relay) serve(l net.Listener, onConn func(net.Conn)) {
 		return
 	}
 	network, addr, _ := splitAddr(r.Dial)
-	for {
-		c, err := l.Accept()
+	acceptLoop(l, func(c net.Conn) {
+		if onConn != nil {
+			onConn(c)
+		}
+		up, err := net.Dial(network, addr)
 		if err != nil {
+			c.Close()
 			return
 		}
-		go func() {
-			if onConn != nil {
-				onConn(c)
-			}
-			up, err := net.Dial(network, addr)
-			if err != nil {
-				c.Close()
-				return
-			}
-			join(c, up)
-		}()
+		join(c, up)
+	})
+}
+
+// acceptLoop hands every connection accepted on l to its own goroutine
+// running handle, until l is closed. A failed accept (out of descriptors,
+// while the jail holds many connections open) is retried after a pause
+// that grows to a second: returning would leave the port unserved for
+// the rest of the session.
+func acceptLoop(l net.Listener, handle func(net.Conn)) {
+	var pause time.Duration
+	for {
+		c, err := l.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		go handle(c)
 	}
 }
 

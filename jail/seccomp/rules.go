@@ -21,9 +21,10 @@ type Errno string
 
 // Errnos used by the default policy.
 const (
-	EPERM        Errno = "EPERM"
-	ENOSYS       Errno = "ENOSYS"
-	EAFNOSUPPORT Errno = "EAFNOSUPPORT"
+	EPERM           Errno = "EPERM"
+	ENOSYS          Errno = "ENOSYS"
+	EAFNOSUPPORT    Errno = "EAFNOSUPPORT"
+	EPROTONOSUPPORT Errno = "EPROTONOSUPPORT"
 )
 
 // BadArchErrno is returned for system calls made through an ABI other than
@@ -133,6 +134,12 @@ const (
 	afNetlink = 16
 
 	netlinkRoute = 0
+
+	ipprotoICMP   = 1
+	ipprotoTCP    = 6
+	ipprotoUDP    = 17
+	ipprotoICMPv6 = 58
+	ipprotoMPTCP  = 262
 
 	low32 = 0xffffffff
 )
@@ -258,6 +265,20 @@ func DefaultRules() []Rule {
 			{Arg: 2, Op: OpNe, Value: netlinkRoute},
 		},
 		Why: "netlink: only NETLINK_ROUTE (audit, netfilter, ... are kernel attack surface)"})
+	// IP sockets of the protocols programs use. Asking for another one
+	// (SCTP, L2TP, SMC, DCCP on older kernels) loads its module into the
+	// host's kernel when it is not loaded yet: code the jail has no use
+	// for, with a history of bugs. The full register is compared, so a
+	// protocol with garbage in the high 32 bits is refused too.
+	for _, f := range []uint64{afInet, afInet6} {
+		proto := Rule{Syscall: "socket", Errno: EPROTONOSUPPORT,
+			Conds: []Cond{{Arg: 0, Op: OpEq, Value: f}},
+			Why:   "IP: only TCP, UDP, ICMP ping and MPTCP (another protocol loads a kernel module)"}
+		for _, v := range []uint64{0, ipprotoICMP, ipprotoTCP, ipprotoUDP, ipprotoICMPv6, ipprotoMPTCP} {
+			proto.Conds = append(proto.Conds, Cond{Arg: 2, Op: OpNe, Value: v})
+		}
+		add(proto)
+	}
 	add(Rule{Syscall: "socketpair", Errno: EAFNOSUPPORT,
 		Conds: []Cond{{Arg: 0, Op: OpNe, Value: afUnix}},
 		Why:   "only AF_UNIX"})
