@@ -144,17 +144,12 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
-	// releaseEarly sends the placeholders back to the pool beside the
-	// proxy's shutdown, or, when init says the jail is gone and nothing
-	// after the exit reads what the jail wrote, beside the kernel's
-	// taking down of its namespaces. jail waits for it before it returns.
-	releaseEarly := func() {
+	defer func() {
 		if async && hold != nil {
+			// The jail is gone: its placeholders go while the proxy
+			// stops (neither touches what the other does).
 			go hold.releaseAll()
 		}
-	}
-	defer func() {
-		releaseEarly()
 		if summary := ns.close(); summary != "" {
 			fmt.Fprintf(stderr, "jail: %s\n", Escaped(summary)) // names the jailed run chose
 		}
@@ -278,19 +273,11 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	wg.Add(2)
 	go func() { defer wg.Done(); io.Copy(&bwrapErr, io.LimitReader(errR, 64<<10)); io.Copy(io.Discard, errR) }()
 	var st inside.Status
-	// init's second line says the jail is gone but for init itself, which
-	// the kernel is taking down: the placeholders may go then, beside it.
-	gone := make(chan struct{})
 	go func() {
 		defer wg.Done()
-		r := bufio.NewReader(statusR)
-		line, err := r.ReadBytes('\n')
+		line, err := bufio.NewReader(statusR).ReadBytes('\n')
 		if err == nil || len(line) > 0 {
 			json.Unmarshal(line, &st)
-		}
-		var last inside.Status
-		if line, err := r.ReadBytes('\n'); st.Started && err == nil && json.Unmarshal(line, &last) == nil && last.Gone {
-			close(gone)
 		}
 	}()
 
@@ -361,14 +348,6 @@ loop:
 				controlW.Write([]byte{b})
 			} else {
 				pending = append(pending, b)
-			}
-		case <-gone:
-			// Agent files and sign-ins are merged back below, and a
-			// learning run reads what it saw: the placeholders wait for
-			// those.
-			gone = nil
-			if len(plan.AgentFiles) == 0 && len(plan.SignIn) == 0 && obs == nil {
-				releaseEarly()
 			}
 		case ws = <-done:
 			break loop

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/jailsh/jail/jail/seccomp"
 	"golang.org/x/sys/unix"
@@ -31,12 +30,9 @@ const (
 
 // Status is init's report to the host.
 type Status struct {
-	Started bool `json:"started,omitempty"`
-	// Gone: the command has exited and nothing of the jail is left but
-	// init, which exits right after (its second line, when it can say so).
-	Gone  bool   `json:"gone,omitempty"`
-	Code  int    `json:"code,omitempty"`
-	Error string `json:"error,omitempty"`
+	Started bool   `json:"started,omitempty"`
+	Code    int    `json:"code,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // IsInit reports whether this process is jail's init inside a jail.
@@ -198,6 +194,7 @@ func Main() {
 		fail(code, fmt.Errorf("%s: %w", spec.Argv[0], err))
 	}
 	status.Write([]byte("{\"started\":true}\n")) // Status{Started: true}, without reflection
+	status.Close()
 
 	control := make(chan syscall.Signal, 8)
 	go func() {
@@ -228,40 +225,10 @@ func Main() {
 					break
 				}
 				if wpid == pid {
-					if reapAll() {
-						status.Write([]byte("{\"gone\":true}\n")) // Status{Gone: true}
-					}
 					os.Exit(ExitCode(ws))
 				}
 			}
 		}
-	}
-}
-
-// reapAll kills and reaps what the command left running in the jail, so
-// that the host can clean up while the kernel takes the namespaces down
-// after init. It reports whether nothing but init is left; what does not
-// die within a moment is left to the kernel, which kills every process of
-// the namespace once init exits (the host then waits for that).
-func reapAll() bool {
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for {
-		var ws syscall.WaitStatus
-		wpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|unix.WALL, nil)
-		switch {
-		case errors.Is(err, syscall.ECHILD):
-			return true
-		case err != nil && !errors.Is(err, syscall.EINTR):
-			return false
-		case wpid > 0:
-			continue
-		case time.Now().After(deadline):
-			return false
-		}
-		// From this thread, in the command's Landlock domain: PID 1
-		// signals every other process of its namespace.
-		syscall.Kill(-1, syscall.SIGKILL)
-		time.Sleep(100 * time.Microsecond)
 	}
 }
 
