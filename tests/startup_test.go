@@ -6,13 +6,12 @@ import (
 	"time"
 )
 
-// TestLeftBehindProcessCannotUseTheCleanup: jail cleans up (placeholders
-// back to the pool, proxy stopped) as soon as init says nothing of the
-// jail is left, while the kernel still takes its namespaces down. A
-// process the command leaves behind, in a session of its own and deaf to
-// every signal it may ignore, keeps trying to create protected paths the
-// placeholders hold: it must be dead before a placeholder goes, so that
-// nothing appears on the host, then or later.
+// TestLeftBehindProcessCannotUseTheCleanup: when the command exits, jail
+// cleans up (placeholders back to the pool, proxy stopped). A process the
+// command leaves behind, in a session of its own and deaf to every signal
+// it may ignore, keeps trying to create protected paths the placeholders
+// hold: it must be dead before a placeholder goes, so that nothing
+// appears on the host, then or later.
 func TestLeftBehindProcessCannotUseTheCleanup(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
