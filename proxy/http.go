@@ -851,6 +851,7 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 // spoke first; otherwise it is dialled here, only once the stream is
 // allowed.
 func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
+	e.Raw = true
 	if !s.rules.rawAllowed(t.norm, t.port) {
 		if up != nil {
 			up.Close()
