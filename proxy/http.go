@@ -1071,7 +1071,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	}
 	cc.startBatching()
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		s.serveH2(batchedTLS{tc, cc}, t)
+		s.serveH2(batchedTLS{tc, cc}, t, e)
 		return
 	}
 	raw := tlsWriter{tc, cc}
