@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -20,18 +22,27 @@ const h2StreamWindow = 64 << 10
 // serveH2 serves an intercepted connection whose client chose HTTP/2 by
 // ALPN: every stream is one request through forward, the same decision,
 // injection, redaction, limits and log entry as a request over HTTP/1.1,
-// for the tunnel's target only.
-func (s *Server) serveH2(tc net.Conn, t *target) {
+// for the tunnel's target only. A connection that ends without a stream
+// is logged as the tunnel e, as an HTTP/1.1 one without a request is.
+func (s *Server) serveH2(tc net.Conn, t *target, e Entry) {
 	// Every stream gets a window of its own within the connection's, so
 	// that a body not read yet (its request waiting for memory) cannot
 	// stall the others on the connection.
 	srv := &http2.Server{MaxConcurrentStreams: h2MaxStreams, IdleTimeout: s.timeouts.Idle,
 		MaxUploadBufferPerStream: h2StreamWindow, MaxUploadBufferPerConnection: h2MaxStreams * h2StreamWindow}
+	var streams atomic.Int64
 	srv.ServeConn(tc, &http2.ServeConnOpts{
 		Context:    s.ctx,
 		BaseConfig: &http.Server{MaxHeaderBytes: readBufSize},
-		Handler:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveStream(w, r, t) }),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			streams.Add(1)
+			s.serveStream(w, r, t)
+		}),
 	})
+	if streams.Load() == 0 {
+		e.Scheme, e.Reason = "https", "no HTTP/2 stream inside the tunnel"
+		s.record(e)
+	}
 }
 
 // serveStream serves one HTTP/2 stream. forward writes its answer as
@@ -52,6 +63,15 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, t *target) 
 	// The HTTP/2 server asks for the body only when forward first reads
 	// it, which is after the decision.
 	r.Header.Del("Expect")
+	// A body read waits at most the read timeout for the client's next
+	// byte, as on HTTP/1.1, instead of holding the stream (and its
+	// request's memory) until the whole connection goes idle.
+	if r.Body != nil && r.Body != http.NoBody {
+		rc := http.NewResponseController(w)
+		sw := watchStall(r.Body, s.timeouts.Read, func() { rc.SetReadDeadline(time.Unix(1, 0)) })
+		defer sw.stop()
+		r.Body = sw
+	}
 	pr, pw := io.Pipe()
 	bw := bufio.NewWriterSize(pw, writeBufSize)
 	cl := &client{raw: pw, bw: bw, tunnel: t, scheme: "https", ctx: r.Context()}

@@ -851,6 +851,7 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 // spoke first; otherwise it is dialled here, only once the stream is
 // allowed.
 func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
+	e.Raw = true
 	if !s.rules.rawAllowed(t.norm, t.port) {
 		if up != nil {
 			up.Close()
@@ -1070,7 +1071,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	}
 	cc.startBatching()
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		s.serveH2(batchedTLS{tc, cc}, t)
+		s.serveH2(batchedTLS{tc, cc}, t, e)
 		return
 	}
 	raw := tlsWriter{tc, cc}

@@ -321,3 +321,68 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// stallWatch is a request body whose every read waits at most d for the
+// client: a read pending that long is ended by cut, which makes it fail.
+// Only a pending read counts, so that time the upstream takes to take
+// what was read is not held against the client.
+type stallWatch struct {
+	io.ReadCloser
+	d       time.Duration
+	cut     func()
+	mu      sync.Mutex
+	since   time.Time // start of the pending read; zero when none is
+	timer   *time.Timer
+	stopped bool
+	cutOff  bool // cut was called
+}
+
+// watchStall starts watching reads of body; stop must be called before
+// cut stops being safe to call.
+func watchStall(body io.ReadCloser, d time.Duration, cut func()) *stallWatch {
+	w := &stallWatch{ReadCloser: body, d: d, cut: cut}
+	w.timer = time.AfterFunc(d, w.check)
+	return w
+}
+
+func (w *stallWatch) Read(p []byte) (int, error) {
+	w.mu.Lock()
+	w.since = time.Now()
+	w.mu.Unlock()
+	n, err := w.ReadCloser.Read(p)
+	w.mu.Lock()
+	w.since = time.Time{}
+	cut := w.cutOff
+	w.mu.Unlock()
+	if err != nil && cut {
+		err = fmt.Errorf("the client sent no byte of its body for %v: %w", w.d, err)
+	}
+	return n, err
+}
+
+func (w *stallWatch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	wait := w.d
+	if !w.since.IsZero() {
+		if waited := time.Since(w.since); waited < w.d {
+			wait = w.d - waited
+		} else {
+			w.stopped, w.cutOff = true, true
+			w.cut()
+			return
+		}
+	}
+	w.timer.Reset(wait)
+}
+
+// stop ends the watch: cut is not called from now on.
+func (w *stallWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	w.timer.Stop()
+}

@@ -31,6 +31,10 @@ type Entry struct {
 	Rule    string    `json:"rule,omitempty"`
 	Verdict string    `json:"verdict"` // "allow", "deny" or "error"
 	Reason  string    `json:"reason,omitempty"`
+	// Raw marks a raw stream (neither TLS nor HTTP: SSH, a database
+	// protocol), relayed or refused: it needs an allow entry that names
+	// the host with this port, even 80 or 443.
+	Raw bool `json:"raw,omitempty"`
 	// Injected names the secrets whose values replaced their placeholders
 	// in this request.
 	Injected []string `json:"injected,omitempty"`

@@ -184,7 +184,7 @@ func sessionRequests(plan *jail.Plan, from proxy.LogPos) []learn.Request {
 		case e.Method == "PUBLISH":
 			return true // the host connecting in
 		}
-		reqs = append(reqs, learn.Request{Host: e.Host, Port: e.Port, Allowed: e.Verdict == "allow", Forward: e.Method == "FORWARD"})
+		reqs = append(reqs, learn.Request{Host: e.Host, Port: e.Port, Allowed: e.Verdict == "allow", Forward: e.Method == "FORWARD", Raw: e.Raw})
 		return true
 	})
 	return reqs

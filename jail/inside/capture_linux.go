@@ -70,6 +70,9 @@ func programNetns(port int) error {
 	if err := addRedirect(port); err != nil {
 		return fmt.Errorf("capture: programming nftables: %w", err)
 	}
+	// Best effort: without it, closed connections linger in the
+	// namespace's connection tracking as they do by default.
+	addShortTimeWait(nftables.TableFamilyIPv4, unix.NFPROTO_IPV4)
 	if err := addDefaultRouteLo(rt); err != nil {
 		return fmt.Errorf("capture: adding a default route on lo: %w", err)
 	}
@@ -79,6 +82,7 @@ func programNetns(port int) error {
 	// here too, so that no synthetic address is routed without being
 	// captured.
 	if addRedirect6(port) == nil {
+		addShortTimeWait(nftables.TableFamilyIPv6, unix.NFPROTO_IPV6)
 		addRouteLo6(rt, SyntheticNet6)
 	}
 	return nil
@@ -201,6 +205,54 @@ func addRedirect6(port int) error {
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: lo[:]},
 		&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4}, // port unreachable
+	}})
+	return c.Flush()
+}
+
+// conntrackTimeWait is how long, in seconds, the jail's connection
+// tracking keeps a TCP connection closed both ways (TIME_WAIT), instead of
+// the kernel's two minutes. Every captured connection has an entry, so a
+// command that opens and closes connections fast would otherwise fill its
+// namespace's table, after which its new connections fail. The jail's
+// only interface is lo, which loses no packet: no late one is left to
+// track after a few seconds. The half-closed states (FIN_WAIT,
+// CLOSE_WAIT) keep their defaults: data still flows one way there, and a
+// redirected connection whose entry expires is cut, so a client waiting
+// for an answer after closing its side must keep its entry.
+const conntrackTimeWait = 5
+
+// addShortTimeWait programs, in family's table jail (l3 the same family
+// for connection tracking),
+//
+//	ct timeout tcp-short { protocol tcp; l3proto ip; policy = { time_wait: 5 } }
+//	chain timeouts { type filter hook output priority 0
+//	  meta l4proto tcp ct timeout set "tcp-short" }
+//
+// The chain runs after connection tracking has made the entry of a new
+// connection's first packet and before it is confirmed, when a timeout
+// policy can still be attached. The other states keep the kernel's
+// timeouts (the library's defaults, but for ESTABLISHED: five days).
+func addShortTimeWait(family nftables.TableFamily, l3 uint16) error {
+	c, err := nftables.New()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	t := c.AddTable(&nftables.Table{Family: family, Name: "jail"})
+	const name = "tcp-short"
+	c.AddObj(&nftables.NamedObj{Table: t, Name: name, Type: nftables.ObjTypeCtTimeout, Obj: &expr.CtTimeout{
+		L3Proto: l3, L4Proto: unix.IPPROTO_TCP,
+		Policy: expr.CtStatePolicyTimeout{expr.CtStateTCPESTABLISHED: 432000, expr.CtStateTCPTIMEWAIT: conntrackTimeWait},
+	}})
+	policy := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{
+		Name: "timeouts", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &policy,
+	})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Objref{Type: int(nftables.ObjTypeCtTimeout), Name: name},
 	}})
 	return c.Flush()
 }

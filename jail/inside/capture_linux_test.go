@@ -20,8 +20,9 @@ import (
 // an address the namespace has no interface for reaches the capture
 // socket with its original destination, that the jail's own loopback is
 // left alone, that IPv6 has no route but to the synthetic prefix, which is
-// captured too, and (dnsAndUDP) that DNS reaches
-// the resolver port while other UDP is refused.
+// captured too, that (shortTimeWait) a closed captured connection leaves
+// the connection tracking table within seconds, and (dnsAndUDP) that DNS
+// reaches the resolver port while other UDP is refused.
 func TestCaptureInNamespace(t *testing.T) {
 	if os.Getenv("JAIL_CAPTURE_CHILD") == "1" {
 		captureChild(t)
@@ -69,6 +70,7 @@ func captureChild(t *testing.T) {
 				continue
 			}
 			got <- line
+			client.Read(make([]byte, 1)) // the client's "x": closed unread, it would reset the connection
 			client.Write([]byte("hi"))
 			client.Close()
 		}
@@ -92,6 +94,7 @@ func captureChild(t *testing.T) {
 			t.Fatalf("%s: header %q", dst, line)
 		}
 	}
+	shortTimeWait(t)
 	// The namespace's own loopback is not captured.
 	ll, err := net.Listen("tcp", "127.0.0.1:4555")
 	if err != nil {
@@ -218,4 +221,45 @@ func dnsAndUDP(t *testing.T) {
 		t.Fatalf("UDP to the jail's loopback port 9: %v, want connection refused", err)
 	}
 	c.Close()
+}
+
+// shortTimeWait checks, after captured connections closed both ways, that
+// the namespace's connection tracking keeps them (IPv4 and IPv6) in
+// TIME_WAIT for at most conntrackTimeWait seconds, not the kernel's two
+// minutes: a command closing connections fast must not fill the table.
+func shortTimeWait(t *testing.T) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/net/nf_conntrack")
+		if err != nil {
+			t.Fatalf("reading the namespace's connection tracking table: %v", err)
+		}
+		var v4, v6 int
+		var long []string
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 6 || f[2] != "tcp" || f[5] != "TIME_WAIT" {
+				continue
+			}
+			if left, err := strconv.Atoi(f[4]); err != nil || left > conntrackTimeWait {
+				long = append(long, l)
+			}
+			switch {
+			case strings.Contains(l, "dst=192.0.2.7 ") && strings.Contains(l, "dport=443 "):
+				v4++
+			case f[0] == "ipv6" && strings.Contains(l, "dport=443 "):
+				v6++
+			}
+		}
+		if len(long) > 0 {
+			t.Fatalf("closed connections kept longer than %d s in TIME_WAIT:\n%s", conntrackTimeWait, strings.Join(long, "\n"))
+		}
+		if v4 > 0 && v6 > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no closed captured connection to 192.0.2.7:443 and the synthetic IPv6 address in TIME_WAIT (%d, %d):\n%s", v4, v6, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

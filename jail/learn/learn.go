@@ -61,6 +61,9 @@ type Request struct {
 	// Forward: a connection to the host's own port through -f, which
 	// jail.json cannot grant.
 	Forward bool
+	// Raw: a raw stream (neither TLS nor HTTP), which only an entry
+	// naming the host with its port lets through, on 80 and 443 too.
+	Raw bool
 }
 
 // Facts are the host facts the synthesis needs.
@@ -138,8 +141,9 @@ const errEEXIST = 17
 // exec events count as reads of the program (a program under the home must
 // be readable) and, when successful and not secret, are listed in Programs. connect events
 // with a path (unix sockets) count as reads. Domains are the allowed
-// requests' hosts, with ":port" unless the port is 80 or 443 (or 0);
-// denied requests are reported in KeptDenied.
+// requests' hosts, with ":port" unless the port is 80 or 443 (or 0); a
+// raw stream's host always has its port, which the strict run's proxy
+// wants named for it; denied requests are reported in KeptDenied.
 func Synthesize(events []Event, reqs []Request, f Facts) Report {
 	home := cleanAbs(f.Home)
 	project := cleanAbs(f.Project)
@@ -263,7 +267,7 @@ func Synthesize(events []Event, reqs []Request, f Facts) Report {
 			continue
 		}
 		d := h
-		if r.Port != 0 && r.Port != 80 && r.Port != 443 {
+		if r.Port != 0 && (r.Raw || r.Port != 80 && r.Port != 443) {
 			if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
 				h = "[" + h + "]"
 			}

@@ -212,6 +212,28 @@ func TestSynthesize(t *testing.T) {
 			},
 		},
 		{
+			// The strict run's proxy lets a raw stream (SSH over 443, a
+			// line protocol on 80) through only an entry naming the
+			// port: "host" alone would let its HTTPS through and refuse
+			// the stream the learning run saw work.
+			name: "raw streams keep their port, on 80 and 443 too",
+			reqs: []Request{
+				{Host: "ssh.tool.test", Port: 443, Allowed: true, Raw: true},
+				{Host: "line.tool.test", Port: 80, Allowed: true, Raw: true},
+				{Host: "db.tool.test", Port: 5432, Allowed: true, Raw: true},
+				{Host: "both.tool.test", Port: 443, Allowed: true},
+				{Host: "both.tool.test", Port: 443, Allowed: true, Raw: true},
+				{Host: "fd00::1", Port: 443, Allowed: true, Raw: true},
+				{Host: "203.0.113.7", Port: 443, Raw: true},
+			},
+			want: Report{
+				Profile: Profile{Domains: []string{
+					"[fd00::1]:443", "both.tool.test", "both.tool.test:443", "db.tool.test:5432", "line.tool.test:80", "ssh.tool.test:443",
+				}},
+				KeptDenied: []string{"tried to reach 203.0.113.7:443: kept denied"},
+			},
+		},
+		{
 			name: "nested entries minimized; relative paths ignored",
 			events: []Event{
 				{Kind: Open, Path: "/home/u/Documents"},
