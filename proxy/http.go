@@ -22,6 +22,12 @@ import (
 const (
 	readBufSize  = 32 << 10 // also the largest request head accepted
 	writeBufSize = 32 << 10
+	// tlsBatchSize is what an intercepted HTTP/1.1 client's answers are
+	// gathered in before they are encrypted and sent in one write(2):
+	// four records of the largest size.
+	tlsBatchSize = 64 << 10
+	// upstreamBufSize is what an upstream connection is read through.
+	upstreamBufSize = 64 << 10
 	tlsRecord    = 0x16 // first byte of a TLS handshake
 	maxTLSRecord = 5 + 1<<14 + 256
 )
@@ -1107,7 +1113,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 		return
 	}
 	raw := tlsWriter{tc, cc}
-	s.serveTunnel(&client{conn: tc, raw: raw, w: watched(c), br: bufio.NewReaderSize(tc, readBufSize), bw: bufio.NewWriterSize(raw, writeBufSize),
+	s.serveTunnel(&client{conn: tc, raw: raw, w: watched(c), br: bufio.NewReaderSize(tc, readBufSize), bw: bufio.NewWriterSize(raw, tlsBatchSize),
 		tunnel: t, scheme: "https"}, e)
 }
 
@@ -1136,9 +1142,9 @@ func (s *Server) serveTunnel(cl *client, e Entry) {
 
 // batchConn is the client connection under an intercepting TLS server.
 // It reads through the bufio.Reader that already holds the first bytes.
-// After the handshake it gathers the TLS records of one write (a 32 KiB
-// write makes two or three) and sends them in one write(2) when tlsWriter
-// flushes.
+// After the handshake it gathers the TLS records of one write (a
+// tlsBatchSize write makes four or five) and sends them in one write(2)
+// when tlsWriter flushes.
 type batchConn struct {
 	net.Conn
 	r  *bufio.Reader
@@ -1159,7 +1165,7 @@ func (c *batchConn) Write(p []byte) (int, error) {
 
 func (c *batchConn) startBatching() {
 	c.mu.Lock()
-	c.w = bufio.NewWriterSize(c.Conn, writeBufSize+4*1024)
+	c.w = bufio.NewWriterSize(c.Conn, tlsBatchSize+4*1024)
 	c.mu.Unlock()
 }
 

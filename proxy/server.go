@@ -201,6 +201,10 @@ func New(cfg Config) (*Server, error) {
 	s.mitm = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
+		// Records of the largest size from the first byte: the small
+		// ones meant for a browser's first paint cost a bulk answer
+		// more records, and a write(2) each, on every new connection.
+		DynamicRecordSizingDisabled: true,
 	}
 	var ticketKey [32]byte
 	if _, err := rand.Read(ticketKey[:]); err != nil {
@@ -566,7 +570,7 @@ func (s *Server) dialDecided(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, readBufSize), silence: s.timeouts.Upstream}, nil
+	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, upstreamBufSize), silence: s.timeouts.Upstream}, nil
 }
 
 // leaf returns the cached certificate for host, signing one when there is
