@@ -28,8 +28,8 @@ const (
 	tlsBatchSize = 64 << 10
 	// upstreamBufSize is what an upstream connection is read through.
 	upstreamBufSize = 64 << 10
-	tlsRecord    = 0x16 // first byte of a TLS handshake
-	maxTLSRecord = 5 + 1<<14 + 256
+	tlsRecord       = 0x16 // first byte of a TLS handshake
+	maxTLSRecord    = 5 + 1<<14 + 256
 )
 
 var (
