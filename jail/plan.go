@@ -1418,8 +1418,8 @@ func planNetwork(pol *Policy, f *Facts) (*NetPlan, []Op, map[string]string) {
 		ops = append(ops, Op{Kind: "bind", Src: filepath.Join(f.SessionDir, "pub"), Dest: PubDir, Why: "published ports"})
 	}
 	n.Relays = []Relay{
-		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", HTTPPort), Dial: "unix:" + NetDir + "/http.sock"},
-		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", SOCKSPort), Dial: "unix:" + NetDir + "/socks.sock"},
+		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", HTTPPort), Dial: "unix:" + NetDir + "/http.sock", HandOff: true},
+		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", SOCKSPort), Dial: "unix:" + NetDir + "/socks.sock", HandOff: true},
 		{Listen: fmt.Sprintf("udp:127.0.0.1:%d", DNSPort), Dial: "unix:" + NetDir + "/dns.sock"},
 		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", DNSPort), Dial: "unix:" + NetDir + "/dns.sock"},
 	}

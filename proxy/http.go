@@ -22,8 +22,14 @@ import (
 const (
 	readBufSize  = 32 << 10 // also the largest request head accepted
 	writeBufSize = 32 << 10
-	tlsRecord    = 0x16 // first byte of a TLS handshake
-	maxTLSRecord = 5 + 1<<14 + 256
+	// tlsBatchSize is what an intercepted HTTP/1.1 client's answers are
+	// gathered in before they are encrypted and sent in one write(2):
+	// four records of the largest size.
+	tlsBatchSize = 64 << 10
+	// upstreamBufSize is what an upstream connection is read through.
+	upstreamBufSize = 64 << 10
+	tlsRecord       = 0x16 // first byte of a TLS handshake
+	maxTLSRecord    = 5 + 1<<14 + 256
 )
 
 var (
@@ -451,7 +457,11 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		}
 	}
 	resp.Body = down
-	err = resp.Write(writerOnly{bw})
+	var toClient io.Writer = writerOnly{bw}
+	if cl.conn != nil && cl.raw == io.Writer(cl.conn) {
+		toClient = plainWriter{bw: bw, conn: cl.conn}
+	}
+	err = resp.Write(toClient)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -715,6 +725,35 @@ func (b *flushingBody) Close() error { return b.rc.Close() }
 // writerOnly hides bufio.Writer's ReadFrom, which would read into the
 // buffer that flushingBody flushes.
 type writerOnly struct{ io.Writer }
+
+// plainBodyBuf is the buffer a plain HTTP response body is copied with.
+const plainBodyBuf = 128 << 10
+
+var plainBodyBufs = sync.Pool{New: func() any { b := make([]byte, plainBodyBuf); return &b }}
+
+// plainWriter writes a response to a client that speaks plain HTTP on
+// conn: the head through bw, and a body that is copied whole (one with a
+// length, or read to the end; a chunked one goes through bw) straight to
+// the connection, bw flushed first, in reads and writes of up to
+// plainBodyBuf bytes. A bulk download takes fewer, larger read(2) and
+// write(2) calls than through bw, and each write reaches the client at
+// once, as a streamed answer needs. The body read is the one forward
+// built: counted, checked for secrets and redacted as before.
+type plainWriter struct {
+	bw   *bufio.Writer
+	conn net.Conn
+}
+
+func (w plainWriter) Write(p []byte) (int, error) { return w.bw.Write(p) }
+
+func (w plainWriter) ReadFrom(r io.Reader) (int64, error) {
+	if err := w.bw.Flush(); err != nil {
+		return 0, err
+	}
+	buf := plainBodyBufs.Get().(*[]byte)
+	defer plainBodyBufs.Put(buf)
+	return io.CopyBuffer(writerOnly{w.conn}, struct{ io.Reader }{r}, *buf)
+}
 
 // connect serves a CONNECT request: a refusal before any tunnel, or a
 // tunnel that is intercepted when the client speaks TLS and tunnelled raw
@@ -1075,7 +1114,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 		return
 	}
 	raw := tlsWriter{tc, cc}
-	s.serveTunnel(&client{conn: tc, raw: raw, w: watched(c), br: bufio.NewReaderSize(tc, readBufSize), bw: bufio.NewWriterSize(raw, writeBufSize),
+	s.serveTunnel(&client{conn: tc, raw: raw, w: watched(c), br: bufio.NewReaderSize(tc, readBufSize), bw: bufio.NewWriterSize(raw, tlsBatchSize),
 		tunnel: t, scheme: "https"}, e)
 }
 
@@ -1104,9 +1143,9 @@ func (s *Server) serveTunnel(cl *client, e Entry) {
 
 // batchConn is the client connection under an intercepting TLS server.
 // It reads through the bufio.Reader that already holds the first bytes.
-// After the handshake it gathers the TLS records of one write (a 32 KiB
-// write makes two or three) and sends them in one write(2) when tlsWriter
-// flushes.
+// After the handshake it gathers the TLS records of one write (a
+// tlsBatchSize write makes four or five) and sends them in one write(2)
+// when tlsWriter flushes.
 type batchConn struct {
 	net.Conn
 	r  *bufio.Reader
@@ -1127,7 +1166,7 @@ func (c *batchConn) Write(p []byte) (int, error) {
 
 func (c *batchConn) startBatching() {
 	c.mu.Lock()
-	c.w = bufio.NewWriterSize(c.Conn, writeBufSize+4*1024)
+	c.w = bufio.NewWriterSize(c.Conn, tlsBatchSize+4*1024)
 	c.mu.Unlock()
 }
 

@@ -151,7 +151,10 @@ func (s *Server) leave() {
 // waits at most refusalLinger for the client; past them a client is
 // closed unanswered here, in the accept loop, so that a flood waits on
 // the loop (and the kernel's backlog) instead of piling up goroutines.
-func (s *Server) refuse(c net.Conn, socks bool, reason string) {
+//
+// With handed, the client's socket the bridge hands over on c is taken
+// first, to answer the client itself.
+func (s *Server) refuse(c net.Conn, socks, handed bool, reason string) {
 	e := Entry{Time: time.Now(), Verdict: verdictDeny, Rule: "limit connections", Reason: reason}
 	if !s.answering.acquire(maxAnswering) {
 		c.Close()
@@ -161,6 +164,16 @@ func (s *Server) refuse(c net.Conn, socks bool, reason string) {
 	}
 	go func() {
 		defer s.answering.release()
+		if handed {
+			hc, err := takeHandedSocket(c, refusalLinger)
+			if err != nil {
+				c.Close()
+				e.Reason += " (closed unanswered: " + err.Error() + ")"
+				s.record(e)
+				return
+			}
+			c = hc
+		}
 		s.refuseConn(c, socks, e)
 	}()
 }

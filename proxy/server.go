@@ -201,6 +201,10 @@ func New(cfg Config) (*Server, error) {
 	s.mitm = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
+		// Records of the largest size from the first byte: the small
+		// ones meant for a browser's first paint cost a bulk answer
+		// more records, and a write(2) each, on every new connection.
+		DynamicRecordSizingDisabled: true,
 	}
 	var ticketKey [32]byte
 	if _, err := rand.Read(ticketKey[:]); err != nil {
@@ -211,19 +215,27 @@ func New(cfg Config) (*Server, error) {
 }
 
 // ServeHTTP serves HTTP proxy requests on l: plain HTTP in absolute form
-// and CONNECT. It returns nil when l or the Server is closed.
-func (s *Server) ServeHTTP(l net.Listener) error { return s.serve(l, s.serveHTTPConn, false) }
+// and CONNECT. On a unix socket, a client's TCP socket handed over by the
+// jail's bridge is served itself (see takeHandedSocket). It returns nil
+// when l or the Server is closed.
+func (s *Server) ServeHTTP(l net.Listener) error { return s.accept(l, s.serveHTTPConn, false, true) }
 
 // ServeSOCKS serves SOCKS5 on l: no authentication, CONNECT only (BIND and
 // UDP ASSOCIATE are answered "command not supported" and logged as
 // denials). A tunnel is treated as after an HTTP CONNECT: TLS is
-// intercepted, other protocols are relayed raw. It returns nil when l or
-// the Server is closed.
-func (s *Server) ServeSOCKS(l net.Listener) error { return s.serve(l, s.serveSOCKSConn, true) }
+// intercepted, other protocols are relayed raw. A handed-over socket is
+// served as by ServeHTTP. It returns nil when l or the Server is closed.
+func (s *Server) ServeSOCKS(l net.Listener) error { return s.accept(l, s.serveSOCKSConn, true, true) }
 
 // serve accepts on l until it or the Server is closed. A connection past
 // a cap is refused at once in its protocol (socks tells which).
 func (s *Server) serve(l net.Listener, handle func(net.Conn), socks bool) error {
+	return s.accept(l, handle, socks, false)
+}
+
+// accept is serve, taking first the socket the bridge may hand over on
+// each connection when handed is set.
+func (s *Server) accept(l net.Listener, handle func(net.Conn), socks, handed bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -253,7 +265,7 @@ func (s *Server) serve(l net.Listener, handle func(net.Conn), socks bool) error 
 		}
 		backoff = 0
 		if ok, reason := s.admit(); !ok {
-			s.refuse(c, socks, reason)
+			s.refuse(c, socks, handed, reason)
 			continue
 		}
 		wc := &watchedConn{Conn: c}
@@ -267,9 +279,49 @@ func (s *Server) serve(l net.Listener, handle func(net.Conn), socks bool) error 
 			defer s.leave()
 			defer s.untrack(wc)
 			defer wc.Close()
+			if handed {
+				s.serveHanded(wc, handle, socks)
+				return
+			}
 			handle(wc)
 		}()
 	}
+}
+
+// serveHanded serves the connection takeHandedSocket returns for c, a
+// tracked client connection; a descriptor it refuses is logged.
+func (s *Server) serveHanded(c *watchedConn, handle func(net.Conn), socks bool) {
+	conn, err := takeHandedSocket(c, s.timeouts.Header)
+	if err != nil {
+		var he *handoffError
+		if errors.As(err, &he) {
+			s.record(Entry{Time: time.Now(), Scheme: schemeOf(socks), Verdict: verdictDeny, Reason: "invalid proxy connection: " + err.Error()})
+		}
+		return
+	}
+	if conn == net.Conn(c) {
+		handle(c)
+		return
+	}
+	wc, ok := conn.(*watchedConn)
+	if !ok {
+		wc = &watchedConn{Conn: conn}
+	}
+	if !s.track(wc) {
+		wc.Close()
+		return
+	}
+	defer s.untrack(wc)
+	defer wc.Close()
+	handle(wc)
+}
+
+// schemeOf is the scheme a proxy connection is logged with.
+func schemeOf(socks bool) string {
+	if socks {
+		return "socks5"
+	}
+	return "http"
 }
 
 func (s *Server) isClosed() bool {
@@ -518,7 +570,7 @@ func (s *Server) dialDecided(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, readBufSize), silence: s.timeouts.Upstream}, nil
+	return &upstreamConn{Conn: c, r: bufio.NewReaderSize(c, upstreamBufSize), silence: s.timeouts.Upstream}, nil
 }
 
 // leaf returns the cached certificate for host, signing one when there is

@@ -36,12 +36,26 @@ const datagramTimeout = 5 * time.Second
 // its two-byte length on a new connection to Dial, and the one message
 // that comes back the same way is the reply (DNS over UDP to DNS over
 // TCP).
+//
+// With HandOff, each connection accepted on a tcp Listen address is sent
+// itself to the unix Dial socket (SCM_RIGHTS, with the one byte
+// HandOffMark) instead of being copied: the host proxy then reads and
+// writes the client's socket, and no byte goes through the relay.
 type Relay struct {
-	Listen string
-	Dial   string
+	Listen  string
+	Dial    string
+	HandOff bool
 }
 
-func (r Relay) String() string { return r.Listen + " -> " + r.Dial }
+// HandOffMark is the one byte sent with a socket a relay hands over.
+const HandOffMark = "\x00"
+
+func (r Relay) String() string {
+	if r.HandOff {
+		return r.Listen + " -> " + r.Dial + " (the socket handed over)"
+	}
+	return r.Listen + " -> " + r.Dial
+}
 
 func splitAddr(a string) (network, addr string, err error) {
 	network, addr, ok := strings.Cut(a, ":")
@@ -133,8 +147,9 @@ func exchangeFramed(network, addr string, msg []byte) ([]byte, error) {
 }
 
 // serve accepts until l is closed, joining each connection to a fresh one
-// to the Dial side. A failed dial closes the client's connection: when the
-// proxy is gone, the jail has no network.
+// to the Dial side, or handing it over on that one (HandOff). A failed
+// dial closes the client's connection: when the proxy is gone, the jail
+// has no network.
 func (r Relay) serve(l net.Listener, onConn func(net.Conn)) {
 	if p, ok := l.(packetListener); ok {
 		r.serveDatagrams(p.PacketConn)
@@ -148,6 +163,9 @@ func (r Relay) serve(l net.Listener, onConn func(net.Conn)) {
 		up, err := net.Dial(network, addr)
 		if err != nil {
 			c.Close()
+			return
+		}
+		if tc, ok := c.(*net.TCPConn); ok && r.HandOff && handOff(tc, up, []byte(HandOffMark)) {
 			return
 		}
 		join(c, up)

@@ -75,7 +75,7 @@ type Mount struct {
 	ReadOnly bool
 }
 
-const specMagic = "jailspec6"
+const specMagic = "jailspec7"
 
 // MarshalBinary encodes the spec: a magic string, then each field in
 // order; strings and byte slices as a uvarint length and the bytes, lists
@@ -116,6 +116,7 @@ func (s *InitSpec) MarshalBinary() ([]byte, error) {
 	for _, r := range s.Relays {
 		str(r.Listen)
 		str(r.Dial)
+		boolean(r.HandOff)
 	}
 	boolean(s.WaitProxy)
 	boolean(s.Notify)
@@ -206,7 +207,7 @@ func (s *InitSpec) UnmarshalBinary(b []byte) error {
 		s.Ignore = append(s.Ignore, sv())
 	}
 	for i, n := 0, count(); i < n && !bad; i++ {
-		s.Relays = append(s.Relays, Relay{Listen: str(), Dial: str()})
+		s.Relays = append(s.Relays, Relay{Listen: str(), Dial: str(), HandOff: boolean()})
 	}
 	s.WaitProxy = boolean()
 	s.Notify = boolean()
