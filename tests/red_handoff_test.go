@@ -2,8 +2,10 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -95,5 +97,247 @@ func TestHandedSocketMadeBlockingCannotHangTheProxy(t *testing.T) {
 	})
 }
 
-// keep os imported for the host-side checks below.
-var _ = os.Getpid
+// handAttackPy makes the attacks on the capture socket and prints
+// "##NAME=RESULT". argv: the host's canary port. Between phases it waits
+// for the host test, which counts the host process's descriptors:
+// "phase-NAME" is created in the project, "go-NAME" is the answer.
+const handAttackPy = `
+import errno, os, resource, socket, sys, time
+canary = int(sys.argv[1])
+CAP = "/run/jail/net/capture.sock"
+
+def out(name, res):
+    print("##%s=%s" % (name, res), flush=True)
+
+def phase(name):
+    open("phase-" + name, "w").close()
+    end = time.time() + 30
+    while not os.path.exists("go-" + name) and time.time() < end:
+        time.sleep(0.02)
+
+def hand(line, fds):
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.connect(CAP)
+    socket.send_fds(u, [line], fds)
+    return u
+
+def answer(u):
+    # What the proxy sends back on the capture connection itself: with a
+    # socket handed over, nothing (it serves the socket, or refuses).
+    u.settimeout(5)
+    try:
+        return repr(u.recv(200))
+    except Exception as e:
+        return type(e).__name__
+
+def selfconn():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.connect(s.getsockname())
+    return s
+
+def loopback(line, request):
+    # A client socket connected to the jail's own loopback service, which
+    # plays the client's part: the proxy reads what the service writes.
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+    c = socket.create_connection(l.getsockname())
+    a, _ = l.accept()
+    u = hand(line, [c.fileno()])
+    c.close()
+    a.sendall(request)
+    a.settimeout(10)
+    got = b""
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            got += d
+    except Exception as e:
+        got += type(e).__name__.encode()
+    return got.split(b"\r\n")[0].decode(errors="replace") or "closed"
+
+def req(path, host):
+    return ("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, host)).encode()
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+phase("start")
+
+out("loop-allowed", loopback(b"192.0.2.12:80\n", req("/loop-allowed", "plain.allowed.test")))
+out("loop-denied", loopback(b"127.0.0.1:%d\n" % canary, req("/attack-loop-denied", "evil.test")))
+out("loop-host", loopback(b"127.0.0.1:%d\n" % canary, req("/attack-loop-host", "127.0.0.1:%d" % canary)))
+out("loop-silent", loopback(b"127.0.0.1:%d\n" % canary, b""))
+
+def bad(name, make):
+    try:
+        fds = make()
+    except OSError as e:
+        out(name, "unavailable " + errno.errorcode.get(e.errno, str(e.errno)))
+        return
+    u = hand(b"192.0.2.12:80\n", fds)
+    out(name, answer(u))
+    u.close()
+
+base = selfconn()
+bad("many", lambda: [os.dup(base.fileno()) for _ in range(250)])
+bad("two", lambda: [base.fileno(), base.fileno()])
+bad("netlink", lambda: [socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).detach()])
+bad("packet", lambda: [socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).detach()])
+def listening():
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+    return [l.detach()]
+bad("listening", listening)
+def udp():
+    d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); d.connect(("127.0.0.1", canary))
+    return [d.detach()]
+bad("udp", udp)
+def sctp():
+    return [socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132).detach()]
+bad("sctp", sctp)
+
+# A flood: every capture connection hands a socket whose request head
+# never ends, so that the proxy holds each until the jail lets go.
+held = []
+for i in range(300):
+    s = selfconn()
+    s.send(b"GET /attack-flood HTTP/1.1\r\nHost: plain.allowed.test\r\n")
+    try:
+        held.append((s, hand(b"192.0.2.12:80\n", [s.fileno()])))
+    except OSError as e:
+        out("flood-error", errno.errorcode.get(e.errno, str(e.errno)))
+        break
+out("flood", len(held))
+time.sleep(1)
+phase("held")
+for s, u in held:
+    s.shutdown(socket.SHUT_RDWR)
+    s.close()
+    u.close()
+held = None
+phase("released")
+out("after", loopback(b"192.0.2.12:80\n", req("/after-flood", "plain.allowed.test")))
+`
+
+// fdCount is how many descriptors host process pid has open.
+func fdCount(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatalf("counting the jail's descriptors: %v", err)
+	}
+	return len(ents)
+}
+
+// awaitPhase waits for the script's "phase-NAME" file, runs check, and
+// answers "go-NAME".
+func awaitPhase(t *testing.T, s *Sandbox, name string, check func()) {
+	t.Helper()
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(s.Project + "/phase-" + name); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Errorf("the script never reached phase %s", name)
+			return
+		}
+	}
+	check()
+	s.WriteFile(s.Project+"/go-"+name, "", 0o644)
+}
+
+// TestHandedDescriptorsServeNothingMore attacks the capture socket with
+// what a jailed process can hand it: a client socket of its own loopback
+// service (served as what the service asks for, an allowed name, and
+// never as the host's loopback the line names), descriptors the proxy
+// must refuse (250 in one message, two, netlink, packet, listening, UDP
+// and SCTP sockets), and 300 capture connections at once, each with a
+// socket whose request never ends. The host's canary server sees
+// nothing, the host process's descriptors stay within the session's
+// connection cap and come back once the jail lets go, and the capture
+// serves again after.
+func TestHandedDescriptorsServeNothingMore(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		n := setupNet(t, s, "")
+		s.WriteFile(s.Project+"/handattack.py", handAttackPy, 0o644)
+		cmd := s.JailCmd("--", "sh", "-c", unsetProxy+"echo session=$JAIL_SESSION\npython3 handattack.py "+strconv.Itoa(n.Canary.Port()))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		var base int
+		awaitPhase(t, s, "start", func() { base = fdCount(t, pid) })
+		awaitPhase(t, s, "held", func() {
+			// 256 connections of the session's cap, one descriptor each,
+			// and what the proxy holds anyway.
+			got := fdCount(t, pid)
+			t.Logf("the host process holds %d descriptors with the flood held, %d before", got, base)
+			if got > base+256+40 {
+				t.Errorf("the host process holds %d descriptors with 300 handed sockets held (%d before): past the connection cap", got, base)
+			} else if got < base+100 {
+				t.Errorf("control: the host process holds %d descriptors with 300 handed sockets held (%d before): the flood was not held", got, base)
+			}
+		})
+		awaitPhase(t, s, "released", func() {
+			got := 0
+			for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if got = fdCount(t, pid); got <= base+10 {
+					return
+				}
+			}
+			t.Errorf("the host process still holds %d descriptors (%d before the flood) after the jail let every handed socket go", got, base)
+		})
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("jail: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("jail did not exit")
+		}
+		r := Result{Stdout: stdout.String(), Stderr: stderr.String()}
+		t.Logf("results: %v", kvs(r))
+		wantKV(t, r, "loop-allowed", is("HTTP/1.1 200 OK"), "200: a loopback service's own request for an allowed name is served, as any client's")
+		for _, k := range []string{"loop-denied", "loop-host", "loop-silent"} {
+			wantKV(t, r, k, func(v string) bool { return !strings.HasPrefix(v, "HTTP/1.1 2") }, "no answer from a server")
+		}
+		for _, k := range []string{"many", "two", "netlink", "listening", "udp"} {
+			wantKV(t, r, k, is("b''"), "the capture connection closed without a byte")
+		}
+		handed := 5
+		for _, k := range []string{"packet", "sctp"} {
+			wantKV(t, r, k, func(v string) bool { return v == "b''" || strings.HasPrefix(v, "unavailable") }, "refused, or no such socket in the jail")
+			if kvs(r)[k] == "b''" {
+				handed++
+			}
+		}
+		wantKV(t, r, "flood", is("300"), "300 capture connections made")
+		wantKV(t, r, "after", is("HTTP/1.1 200 OK"), "200: the capture serves after the flood")
+		if n.Canary.Conns() > 0 {
+			t.Errorf("the host's canary server, named by no rule, got %d connections: %v", n.Canary.Conns(), n.Canary.Paths())
+		}
+		if got := append(n.Plain.SawPrefix("/attack"), n.Trap.SawPrefix("/attack")...); len(got) > 0 {
+			t.Errorf("a refused or unfinished handed request reached a server: %v", got)
+		}
+		if !n.Plain.Saw("/loop-allowed") || !n.Plain.Saw("/after-flood") {
+			t.Errorf("control: the plain server did not see the allowed requests: %v", n.Plain.Paths())
+		}
+		refused := 0
+		for _, d := range decisions(t, s, sessionOf(t, r)) {
+			if d.Method == "CAPTURE" && d.Verdict == "deny" && strings.HasPrefix(d.Reason, "invalid capture: ") {
+				refused++
+			}
+		}
+		if refused != handed {
+			t.Errorf("want the %d refused descriptors logged; %d are", handed, refused)
+		}
+	})
+}
