@@ -26,7 +26,8 @@ for s in range(1, 65):
         signal.signal(s, signal.SIG_IGN)
     except (OSError, ValueError):
         pass
-open("started", "w").close()
+if sys.argv[1:] != ["quiet"]:
+    open("started", "w").close()
 paths = [".envrc", ".mcp.json", ".npmrc", ".vscode/x", ".idea/x", ".git/hooks/pre-commit"]
 while True:
     for p in paths:
@@ -61,7 +62,7 @@ if os.fork() == 0:
         os.execvp("python3", ["python3", "survivor.py"])
     os._exit(0)
 os.setsid()
-os.execvp("python3", ["python3", "survivor.py"])
+os.execvp("python3", ["python3", "survivor.py", "quiet"])
 ' </dev/null >/dev/null 2>&1 &`,
 	// A thread group whose leader exits (not the group): the leader is
 	// a zombie its parent cannot reap while the threads run.
