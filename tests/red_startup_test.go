@@ -155,3 +155,94 @@ func withoutWake(list []string) []string {
 	}
 	return out
 }
+
+// poolAttackSh tries, from inside the jail, to put something into the
+// placeholder pool (which the next jail takes placeholders from) and to
+// give a placeholder a second name that would follow it there. It prints
+// "##NAME=ok" or "##NAME=no".
+const poolAttackSh = `
+pool=$HOME/.local/state/jail/placeholders/pool
+try() { n=$1; shift; if "$@" 2>/dev/null; then echo "##$n=ok"; else echo "##$n=no"; fi; }
+try pool-listed ls "$pool"
+try pool-dir mkdir "$pool/d-planted"
+try pool-file sh -c 'printf "" > "$0/f-e3b0c44298fc-planted"' "$pool"
+try pool-key ln "$HOME/.ssh/id_rsa" "$pool/f-e3b0c44298fc-key"
+try link-control sh -c 'ln README.md control-link && rm control-link'
+try link-envrc ln .envrc linked-envrc
+try link-npmrc ln .npmrc linked-npmrc
+try link-proc python3 -c '
+import os
+fd = os.open(".mcp.json", os.O_RDONLY)
+os.link("/proc/self/fd/%d" % fd, "linked-mcp", follow_symlinks=True)
+'
+try link-at python3 -c '
+import ctypes, os
+fd = os.open(".envrc", os.O_PATH)
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.linkat(fd, b"", -100, b"linked-empty", 0x1000) != 0:  # AT_EMPTY_PATH
+    raise OSError(ctypes.get_errno(), "linkat")
+'
+`
+
+// TestPlaceholderPoolOutOfReach: the pool the placeholders come from and
+// go back to is out of the jail's reach, and no placeholder can be given
+// a second name from inside (a name the jail could write through once the
+// inode holds another project's protected path). After the jail, every
+// spare in the pool is an empty directory or a file of one name, none is
+// the jail's, and the secret still has one name.
+func TestPlaceholderPoolOutOfReach(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		if r := s.Jail("--", "true"); r.Code != 0 {
+			t.Fatalf("a first run to fill the pool failed:\n%s", r)
+		}
+		pool := s.Home + "/.local/state/jail/placeholders/pool"
+		if ents, err := os.ReadDir(pool); err != nil || len(ents) == 0 {
+			t.Fatalf("control: the first run left no spare in %s: %v", pool, err)
+		}
+		r := s.Sh(poolAttackSh)
+		if r.Code != 0 {
+			t.Fatalf("the attack script failed:\n%s", r)
+		}
+		got := kvs(r)
+		if got["link-control"] != "ok" {
+			t.Errorf("control: a project file could not be given a second name inside the jail:\n%s", r)
+		}
+		for _, k := range []string{"pool-listed", "pool-dir", "pool-file", "pool-key", "link-envrc", "link-npmrc", "link-proc", "link-at"} {
+			if got[k] != "no" {
+				t.Errorf("%s from inside the jail: got %q, want it refused\n%s", k, got[k], r)
+			}
+		}
+		ents, err := os.ReadDir(pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			var st syscall.Stat_t
+			p := filepath.Join(pool, e.Name())
+			if err := syscall.Lstat(p, &st); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case strings.Contains(e.Name(), "planted") || strings.Contains(e.Name(), "key"):
+				t.Errorf("the jail put %s in the pool", e.Name())
+			case st.Mode&syscall.S_IFMT == syscall.S_IFDIR:
+				if sub, _ := os.ReadDir(p); len(sub) > 0 {
+					t.Errorf("the spare directory %s is not empty: %v", e.Name(), sub)
+				}
+			case st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1:
+				t.Errorf("the spare %s is not a file of one name (mode %o, %d names)", e.Name(), st.Mode, st.Nlink)
+			}
+		}
+		for _, l := range listTree(t, s.Project) {
+			if strings.HasPrefix(l, "linked") {
+				t.Errorf("%s exists in the project on the host", l)
+			}
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(s.Home+"/.ssh/id_rsa", &st); err != nil || st.Nlink != 1 {
+			t.Errorf("the secret has %d names after the jail (%v)", st.Nlink, err)
+		}
+	})
+}
