@@ -246,3 +246,50 @@ func TestPlaceholderPoolOutOfReach(t *testing.T) {
 		}
 	})
 }
+
+// firstThingSh is the command's first work: the filters it runs under,
+// a protected path held by a placeholder, a directory beside the project
+// (the host must not see it), and a connection to an address no rule
+// names, which only the capture accepts (without it there is no route
+// out: curl's exit 7) and the proxy refuses.
+const firstThingSh = `
+while read -r k v; do case $k in Seccomp:|NoNewPrivs:) echo "##${k%:}=$v";; esac; done </proc/self/status
+if (: > .envrc) 2>/dev/null; then echo "##envrc=written"; else echo "##envrc=refused"; fi
+if mkdir ../outside 2>/dev/null; then echo "##outside=made"; else echo "##outside=refused"; fi
+curl -s -o /dev/null --max-time 5 http://192.0.2.55/first; echo "##capture=$?"
+`
+
+// TestCommandStartsFullyJailed: the placeholders are made, and the proxy
+// started, while bubblewrap builds the jail; init mounts and runs nothing
+// before the host's go-ahead, and the command only once Landlock, seccomp,
+// the placeholders' mounts and the capture are in place. Its first work,
+// in run after run, finds every one of them.
+func TestCommandStartsFullyJailed(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		n := setupNet(t, s, "")
+		for i := 0; i < 4; i++ {
+			r := s.Sh(unsetProxy + firstThingSh)
+			got := kvs(r)
+			want := map[string]string{"Seccomp": "2", "NoNewPrivs": "1", "envrc": "refused"}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("run %d: %s %q, want %q\n%s", i, k, got[k], v, r)
+				}
+			}
+			if c := got["capture"]; c == "" || c == "0" || c == "7" {
+				t.Errorf("run %d: curl to an address no rule names exited %q: not captured and refused\n%s", i, c, r)
+			}
+			if !strings.Contains(r.Stderr, "192.0.2.55") {
+				t.Errorf("run %d: the refusal of the first connection is not reported\n%s", i, r)
+			}
+		}
+		if _, err := os.Lstat(s.Base + "/outside"); err == nil {
+			t.Errorf("the command made a directory beside the project on the host")
+		}
+		if n.Canary.Conns() > 0 || len(n.Trap.Paths()) > 0 {
+			t.Errorf("a server on the host saw the first connection")
+		}
+	})
+}
