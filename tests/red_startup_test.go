@@ -95,8 +95,25 @@ python3 survivor.py </dev/null >/dev/null 2>&1 &`,
 	// A new user and PID namespace, when the jail allows one: the
 	// survivor is that namespace's init.
 	"new-pid-ns": `(unshare -Upf --kill-child= python3 survivor.py 2>/dev/null || setsid python3 survivor.py) </dev/null >/dev/null 2>&1 &`,
-	// A stopped process and one being traced, neither of which runs
-	// again unless something continues it.
+	// Started by posix_spawn, which glibc makes with a vfork-like clone
+	// (the parent waits for the child's exec).
+	"vfork": `python3 -c '
+import os, shutil
+os.setsid()
+os.posix_spawn(shutil.which("python3"), ["python3", "survivor.py"], dict(os.environ))
+' </dev/null >/dev/null 2>&1 &`,
+	// A parent that never reaps its exited child: the zombie, whose cwd
+	// was a protected directory, stays in the process table.
+	"zombie-parent": `python3 -c '
+import os, runpy
+os.setsid()
+if os.fork() == 0:
+    os.chdir(".git/hooks")
+    os._exit(0)
+runpy.run_path("survivor.py")
+' </dev/null >/dev/null 2>&1 &`,
+	// A stopped process, which runs again only if something continues
+	// it, and a second survivor beside it.
 	"stopped": `setsid python3 survivor.py </dev/null >/dev/null 2>&1 &
 p=$!; while [ ! -e started ]; do sleep 0.01; done; kill -STOP $p 2>/dev/null; rm started
 setsid python3 survivor.py </dev/null >/dev/null 2>&1 &`,
