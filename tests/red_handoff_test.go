@@ -48,10 +48,11 @@ func runJailFor(t *testing.T, s *Sandbox, limit time.Duration, args ...string) (
 // non-blocking, makes them blocking again through its own copy of the
 // same open file, and then puts one byte in each: a read by the proxy
 // that would wait for more would wait in the kernel, where no deadline
-// and no close reaches it. The sockets are left to the proxy when the
-// command exits.
+// and no close reaches it. Each also asks for a linger without end and
+// every other one for a receive low-water mark no read reaches. The
+// sockets are left to the proxy when the command exits.
 const blockingPy = `
-import fcntl, os, socket, time
+import fcntl, os, socket, struct, time
 socks = []
 for i in range(N):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -62,9 +63,14 @@ for i in range(N):
     socket.send_fds(u, [b"192.0.2.12:80\n"], [s.fileno()])
     socks.append((s, u))
 time.sleep(0.1)
-for s, u in socks:
+for i, (s, u) in enumerate(socks):
     fl = fcntl.fcntl(s.fileno(), fcntl.F_GETFL)
     fcntl.fcntl(s.fileno(), fcntl.F_SETFL, fl & ~os.O_NONBLOCK)
+    # A linger without end for the proxy's last close, and on every
+    # other socket a low-water mark no read reaches.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 100000))
+    if i % 2:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1 << 30)
 for s, u in socks:
     s.send(b"G")
 time.sleep(0.5)
