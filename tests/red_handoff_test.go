@@ -142,15 +142,21 @@ def selfconn():
     s.connect(s.getsockname())
     return s
 
-def loopback(line, request):
+def loopback(line, request, shut=None):
     # A client socket connected to the jail's own loopback service, which
     # plays the client's part: the proxy reads what the service writes.
+    # shut: "service" half-closes after the request, "client" hands over
+    # a socket already shut for writing.
     l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
     c = socket.create_connection(l.getsockname())
     a, _ = l.accept()
+    if shut == "client":
+        c.shutdown(socket.SHUT_WR)
     u = hand(line, [c.fileno()])
     c.close()
     a.sendall(request)
+    if shut == "service":
+        a.shutdown(socket.SHUT_WR)
     a.settimeout(10)
     got = b""
     try:
@@ -174,6 +180,8 @@ out("loop-allowed", loopback(b"192.0.2.12:80\n", req("/loop-allowed", "plain.all
 out("loop-denied", loopback(b"127.0.0.1:%d\n" % canary, req("/attack-loop-denied", "evil.test")))
 out("loop-host", loopback(b"127.0.0.1:%d\n" % canary, req("/attack-loop-host", "127.0.0.1:%d" % canary)))
 out("loop-silent", loopback(b"127.0.0.1:%d\n" % canary, b""))
+out("loop-halfclosed", loopback(b"192.0.2.12:80\n", req("/loop-halfclosed", "plain.allowed.test"), "service"))
+out("loop-client-shut", loopback(b"192.0.2.12:80\n", req("/loop-client-shut", "plain.allowed.test"), "client"))
 
 def bad(name, make):
     try:
@@ -312,6 +320,8 @@ func TestHandedDescriptorsServeNothingMore(t *testing.T) {
 		r := Result{Stdout: stdout.String(), Stderr: stderr.String()}
 		t.Logf("results: %v", kvs(r))
 		wantKV(t, r, "loop-allowed", is("HTTP/1.1 200 OK"), "200: a loopback service's own request for an allowed name is served, as any client's")
+		wantKV(t, r, "loop-halfclosed", is("HTTP/1.1 200 OK"), "200: a request followed by a half-close is answered")
+		wantKV(t, r, "loop-client-shut", is("closed"), "closed: no answer can be written to a socket shut for writing")
 		for _, k := range []string{"loop-denied", "loop-host", "loop-silent"} {
 			wantKV(t, r, k, func(v string) bool { return !strings.HasPrefix(v, "HTTP/1.1 2") }, "no answer from a server")
 		}
@@ -336,14 +346,21 @@ func TestHandedDescriptorsServeNothingMore(t *testing.T) {
 		if !n.Plain.Saw("/loop-allowed") || !n.Plain.Saw("/after-flood") {
 			t.Errorf("control: the plain server did not see the allowed requests: %v", n.Plain.Paths())
 		}
-		refused := 0
+		var refused []decision
 		for _, d := range decisions(t, s, sessionOf(t, r)) {
 			if d.Method == "CAPTURE" && d.Verdict == "deny" && strings.HasPrefix(d.Reason, "invalid capture: ") {
-				refused++
+				refused = append(refused, d)
 			}
 		}
-		if refused != handed {
-			t.Errorf("want the %d refused descriptors logged; %d are", handed, refused)
+		// 250 and two descriptors; netlink, UDP (and packet, SCTP when
+		// the jail had them); the listening socket, and any flood socket
+		// the proxy reached only once the jail had closed it.
+		why := map[string]int{}
+		for _, d := range refused {
+			why[strings.TrimPrefix(d.Reason, "invalid capture: the socket handed over: ")]++
+		}
+		if why["more than one descriptor"] != 2 || why["not a TCP socket"] != handed-3 || why["not connected: transport endpoint is not connected"] < 1 {
+			t.Errorf("want the %d refused descriptors logged with their reasons; got:\n%s", handed, dumpDecisions(refused))
 		}
 	})
 }
