@@ -310,3 +310,28 @@ func TestCommandStartsFullyJailed(t *testing.T) {
 		}
 	})
 }
+
+// TestPlaceholderFailureRunsNothing: the placeholders may be made while
+// bubblewrap starts, and init waits for them. When they cannot be
+// recorded and made (here the journal's directory is a file), the command
+// never runs: jail exits 125 with one line saying why and how to fix it,
+// and the project is as it was.
+func TestPlaceholderFailureRunsNothing(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.WriteFile(s.Home+"/.local/state/jail/placeholders", "not a directory\n", 0o644)
+		before := listTree(t, s.Project)
+		r := s.Jail("--", "sh", "-c", "touch ran; echo ran")
+		if r.Code != 125 || strings.Contains(r.Stdout, "ran") {
+			t.Fatalf("want exit 125 and the command not run:\n%s", r)
+		}
+		if l := lines(r.Stderr); len(l) != 1 || !strings.HasPrefix(l[0], "jail: ") || !strings.Contains(l[0], "placeholder") {
+			t.Errorf("want one line naming the placeholders on stderr:\n%s", r)
+		}
+		if _, err := os.Lstat(s.Project + "/ran"); err == nil {
+			t.Errorf("the command ran on the host's project")
+		}
+		sameTree(t, "after placeholders failed", before, listTree(t, s.Project))
+	})
+}
