@@ -335,3 +335,68 @@ func TestPlaceholderFailureRunsNothing(t *testing.T) {
 		sameTree(t, "after placeholders failed", before, listTree(t, s.Project))
 	})
 }
+
+// speakForInitPy tries to write init's report to the host itself: the
+// status pipe's "gone" line would make the host return the placeholders
+// while the command still runs. It tries init's descriptors through
+// /proc/1/fd and pidfd_getfd, then keeps creating protected paths for a
+// while. It prints "##NAME=RESULT".
+const speakForInitPy = `
+import ctypes, errno, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+opened, taken = [], []
+for n in range(3, 16):
+    try:
+        fd = os.open("/proc/1/fd/%d" % n, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b'{"gone":true}\n')
+        opened.append(n)
+    except OSError as e:
+        pass
+try:
+    pidfd = os.pidfd_open(1)
+    for n in range(3, 16):
+        fd = libc.syscall(438, pidfd, n, 0)  # pidfd_getfd
+        if fd >= 0:
+            os.write(fd, b'{"gone":true}\n')
+            taken.append(n)
+except OSError:
+    pass
+print("##proc-fd=%s" % (opened or "none"))
+print("##pidfd-getfd=%s" % (taken or "none"), flush=True)
+end = time.time() + 1.5
+while time.time() < end:
+    for p in (".envrc", ".mcp.json", ".npmrc"):
+        try:
+            open(p, "x").close()
+            open("escaped", "a").write(p + "\n")
+        except OSError:
+            pass
+    time.sleep(0.005)
+`
+
+// TestCommandCannotSpeakForInit: init tells the host on its status pipe
+// that nothing of the jail is left, and the host then returns the
+// placeholders. The command cannot reach that pipe (init is not dumpable:
+// neither /proc/1/fd nor pidfd_getfd opens its descriptors), so it cannot
+// say so early and then create the protected paths on the host.
+func TestCommandCannotSpeakForInit(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		s.WriteFile(s.Project+"/speak.py", speakForInitPy, 0o644)
+		r := s.Jail("--", "python3", "speak.py")
+		if r.Code != 0 {
+			t.Fatalf("the script failed:\n%s", r)
+		}
+		wantKV(t, r, "proc-fd", is("none"), "none of init's descriptors opened through /proc/1/fd")
+		wantKV(t, r, "pidfd-getfd", is("none"), "none of init's descriptors taken with pidfd_getfd")
+		if b, err := os.ReadFile(s.Project + "/escaped"); err == nil {
+			t.Errorf("the command created protected paths on the host while it ran: %q", b)
+		}
+		for _, p := range []string{".envrc", ".mcp.json", ".npmrc"} {
+			if _, err := os.Lstat(filepath.Join(s.Project, p)); err == nil {
+				t.Errorf("%s exists on the host after the jail", p)
+			}
+		}
+	})
+}
