@@ -363,8 +363,9 @@ func (p *pool) plan(ph PathPlaceholder) journalEntry {
 }
 
 // intact reports whether an entry is exactly a placeholder: an empty
-// directory, or a regular file holding its content, of this user's, never
-// a symlink.
+// directory, or a regular file of one name holding its content, of this
+// user's, never a symlink. A file with another name could be changed
+// through that name while it holds another project's protected path.
 func (p *pool) intact(src string, ph PathPlaceholder) bool {
 	var st unix.Stat_t
 	if unix.Lstat(src, &st) != nil || int(st.Uid) != os.Getuid() {
@@ -373,7 +374,7 @@ func (p *pool) intact(src string, ph PathPlaceholder) bool {
 	if ph.Dir {
 		return st.Mode&unix.S_IFMT == unix.S_IFDIR && emptyDir(src)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(ph.Content)) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Size != int64(len(ph.Content)) {
 		return false
 	}
 	b, err := os.ReadFile(src)
@@ -446,6 +447,12 @@ func (p *pool) remove(e journalEntry) {
 	}
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 	if e.Dir != isDir || (!isDir && (st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(e.Content)))) {
+		return
+	}
+	if !isDir && st.Nlink != 1 {
+		// Given another name since it was made: the name jail made goes,
+		// never into the pool, and the other keeps what it holds.
+		os.Remove(e.Path)
 		return
 	}
 	spare := filepath.Join(p.dir, kind(e.PathPlaceholder)+"-"+randomHex(6))

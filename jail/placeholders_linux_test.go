@@ -37,6 +37,40 @@ func TestPoolTakesOnlyIntactSpares(t *testing.T) {
 	}
 }
 
+// A placeholder file given a second name (a hard link) could be changed
+// through it while it holds a protected path of another project: it never
+// goes back to the pool, and a spare with two names is never taken.
+func TestPoolRefusesLinkedFiles(t *testing.T) {
+	dir := t.TempDir()
+	pool := filepath.Join(dir, "pool")
+	os.Mkdir(pool, 0o700)
+	ph := PathPlaceholder{Path: filepath.Join(dir, ".envrc")}
+	p := newPool(dir)
+	e := p.plan(ph)
+	if err := p.make(&e); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(ph.Path, filepath.Join(dir, "other-name")); err != nil {
+		t.Fatal(err)
+	}
+	newPool(dir).remove(e)
+	if _, err := os.Lstat(ph.Path); err == nil {
+		t.Errorf("the linked placeholder stayed at its protected path")
+	}
+	if ents, _ := os.ReadDir(pool); len(ents) != 0 {
+		t.Errorf("the linked placeholder went back to the pool: %v", ents)
+	}
+	spare := filepath.Join(pool, kind(ph)+"-linked")
+	os.Link(filepath.Join(dir, "other-name"), spare)
+	if e := newPool(dir).plan(ph); e.from != "" {
+		t.Errorf("a spare with a second name was taken: %s", e.from)
+	}
+	os.Remove(filepath.Join(dir, "other-name"))
+	if e := newPool(dir).plan(ph); e.from != spare {
+		t.Errorf("control: the spare with one name left was not taken: %q", e.from)
+	}
+}
+
 // A session is alive while jail runs or while the first process of its
 // jail does; a zombie or a reused PID is not it.
 func TestJournalAlive(t *testing.T) {

@@ -3,8 +3,10 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,12 +53,111 @@ func takeCapturedSocket(c net.Conn, d time.Duration) (net.Conn, []byte, error) {
 		return nil, nil, &handoffError{err}
 	}
 	f := os.NewFile(uintptr(fds[0]), "captured")
-	tc, err := net.FileConn(f) // a duplicate: f is closed either way
+	fc, err := net.FileConn(f) // a duplicate: f is closed either way
 	f.Close()
 	if err != nil {
 		return nil, nil, &handoffError{err}
 	}
-	return tc, buf[:n], nil
+	hc, err := newHandedConn(fc)
+	if err != nil {
+		fc.Close()
+		return nil, nil, &handoffError{err}
+	}
+	return hc, buf[:n], nil
+}
+
+// handedConn is a handed socket that the proxy reads and writes without
+// ever waiting in the kernel. The jailed process that sent it may keep a
+// copy, which shares the open file and so its flags: it can make the
+// socket blocking again after the proxy made it non-blocking, and a read
+// or write left to the file's flags would then wait in the kernel, where
+// no deadline reaches it and a close waits for it (the proxy's shutdown,
+// and with it jail, would never end). Every call asks the kernel not to
+// wait (MSG_DONTWAIT) and waits in the runtime's poller instead.
+type handedConn struct {
+	net.Conn // only its addresses, deadlines and Close
+	rc       syscall.RawConn
+}
+
+func newHandedConn(c net.Conn) (*handedConn, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("not a socket the proxy can read")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &handedConn{Conn: c, rc: rc}, nil
+}
+
+func (c *handedConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var err error
+	if rerr := c.rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, err = unix.Recvfrom(int(fd), p, unix.MSG_DONTWAIT)
+			if err != unix.EINTR {
+				return err != unix.EAGAIN
+			}
+		}
+	}); rerr != nil {
+		return 0, rerr
+	}
+	switch {
+	case err != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Addr: c.LocalAddr(), Err: os.NewSyscallError("recvfrom", err)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *handedConn) Write(p []byte) (int, error) {
+	var n int
+	var err error
+	if werr := c.rc.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			var m int
+			m, err = unix.SendmsgN(int(fd), p[n:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+			switch {
+			case err == unix.EINTR:
+			case err != nil:
+				return err != unix.EAGAIN
+			default:
+				n += m
+			}
+		}
+		return true
+	}); werr != nil {
+		return n, werr
+	}
+	if err != nil {
+		return n, &net.OpError{Op: "write", Net: "tcp", Addr: c.LocalAddr(), Err: os.NewSyscallError("sendmsg", err)}
+	}
+	return n, nil
+}
+
+// Close closes the socket without lingering: a copy the jailed process
+// kept may have asked for a linger, which would make the last close wait
+// in the kernel for a peer that reads nothing. Once the proxy's is the
+// last copy, nobody can ask for it again between the two calls.
+func (c *handedConn) Close() error {
+	c.rc.Control(func(fd uintptr) {
+		unix.SetsockoptLinger(int(fd), unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{})
+	})
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the socket.
+func (c *handedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 // unixConnOf is the unix connection under c, or nil.

@@ -176,3 +176,66 @@ func TestCaptureRefusesOtherDescriptors(t *testing.T) {
 		t.Error("a TCP socket handed over with another was answered")
 	}
 }
+
+// The process that hands a socket over keeps its copy of the same open
+// file and may make it blocking again. The proxy's reads and writes of a
+// handed socket still wait only in the poller: a read deadline ends a
+// read with no data, a write deadline ends a write to a peer that reads
+// nothing, and a close returns at once.
+func TestHandedSocketMadeBlockingKeepsDeadlines(t *testing.T) {
+	t.Parallel()
+	client, accepted := tcpPair(t)
+	fd := fdOf(t, accepted)
+	f := os.NewFile(uintptr(fd), "copy")
+	fc, err := net.FileConn(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newHandedConn(fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.SetNonblock(fd, false); err != nil { // the sender's copy
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, err := c.Read(make([]byte, 16))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			t.Errorf("read: got %v, want a timeout", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a read of the handed socket made blocking waited past its deadline")
+	}
+	go func() {
+		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, err := c.Write(make([]byte, 64<<20)) // the client reads nothing
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			t.Errorf("write: got %v, want a timeout", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write of the handed socket made blocking waited past its deadline")
+	}
+	io.WriteString(client, "x")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, 4)
+	if n, err := c.Read(b); n != 1 || err != nil || b[0] != 'x' {
+		t.Errorf("control: read (%d, %v), want the client's byte", n, err)
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the handed socket made blocking waited")
+	}
+}
