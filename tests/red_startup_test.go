@@ -336,9 +336,10 @@ func TestPlaceholderFailureRunsNothing(t *testing.T) {
 	})
 }
 
-// speakForInitPy tries to write init's report to the host itself: the
-// status pipe's "gone" line would make the host return the placeholders
-// while the command still runs. It tries init's descriptors through
+// speakForInitPy tries to write init's report to the host itself (the
+// status pipe says what the host believes of the command; a line of its
+// own, such as an early "gone", must not reach it) and to send signals
+// through init's control pipe. It tries init's descriptors through
 // /proc/1/fd and pidfd_getfd, then keeps creating protected paths for a
 // while. It prints "##NAME=RESULT".
 const speakForInitPy = `
