@@ -307,7 +307,7 @@ func TestTunnelIdle(t *testing.T) {
 	t.Parallel()
 	sink := sinkServer(t)
 	e := newEnv(t, Config{
-		Rules:    Rules{Allow: []string{"echo.test:7", "sink.test:7"}, Hosts: map[string]string{"echo.test": echoServer(t, ""), "sink.test": sink}},
+		Rules: Rules{Allow: []string{"echo.test:7", "sink.test:7"}, Hosts: map[string]string{"echo.test": echoServer(t, ""), "sink.test": sink}},
 		// Far above the upload's 100 ms gaps, which a busy machine stretches.
 		Timeouts: Timeouts{Tunnel: 1500 * time.Millisecond},
 	})
