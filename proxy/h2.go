@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -45,10 +46,10 @@ func (s *Server) serveH2(tc net.Conn, t *target, e Entry) {
 	}
 }
 
-// serveStream serves one HTTP/2 stream. forward writes its answer as
-// HTTP/1.1 into a pipe, read back here and carried on the stream, so that
-// both protocols share one per-request path; the trailers read after the
-// body go out as the stream's trailers.
+// serveStream serves one HTTP/2 stream through forward, so that both
+// protocols share one per-request path. The upstream's answer goes to the
+// stream directly; an answer forward writes itself (a refusal, an error)
+// is HTTP/1.1, read back here and carried on the stream.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, t *target) {
 	if r.Method == http.MethodConnect {
 		// As inside an HTTP/1.1 tunnel: sent on, it would ask the
@@ -72,23 +73,108 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, t *target) 
 		defer sw.stop()
 		r.Body = sw
 	}
-	pr, pw := io.Pipe()
-	bw := bufio.NewWriterSize(pw, writeBufSize)
-	cl := &client{raw: pw, bw: bw, tunnel: t, scheme: "https", ctx: r.Context()}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.forward(cl, r, "")
-		pw.CloseWithError(bw.Flush())
-	}()
-	began, err := relayResponse(w, r, pr)
-	pr.CloseWithError(err) // forward's writes fail from now on
-	<-done
-	if began && err != nil {
-		// A cut answer must not end as if it were whole: the stream is
-		// reset.
+	var own bytes.Buffer // what forward answers itself
+	sw := &streamWriter{w: w}
+	cl := &client{raw: &own, bw: bufio.NewWriterSize(&own, 4<<10), stream: sw, tunnel: t, scheme: "https", ctx: r.Context()}
+	s.forward(cl, r, "")
+	if sw.began {
+		if sw.err != nil {
+			// A cut answer must not end as if it were whole: the
+			// stream is reset.
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	cl.bw.Flush()
+	if began, err := relayResponse(w, r, &own); began && err != nil {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// streamBatch is how much of a response body a stream gathers before it
+// hands it to the HTTP/2 server, which frames it: fewer, larger writes
+// than one for every read from upstream.
+const streamBatch = 128 << 10
+
+// streamWriter is an HTTP/2 stream the upstream's response is written to
+// directly, its body gathered in batches of up to streamBatch bytes that
+// go out when full or when flushingBody flushes (before a read from
+// upstream that may wait).
+type streamWriter struct {
+	w     http.ResponseWriter
+	batch []byte
+	began bool  // the head was sent
+	err   error // the first write error
+}
+
+// Buffered reports the bytes gathered and not handed on yet.
+func (sw *streamWriter) Buffered() int { return len(sw.batch) }
+
+// Flush hands the gathered bytes to the stream and sends them at once.
+func (sw *streamWriter) Flush() error {
+	if sw.err != nil {
+		return sw.err
+	}
+	if len(sw.batch) > 0 {
+		_, sw.err = sw.w.Write(sw.batch)
+		sw.batch = sw.batch[:0]
+	}
+	if sw.err == nil {
+		sw.err = http.NewResponseController(sw.w).Flush()
+	}
+	return sw.err
+}
+
+// Write gathers p, handing on a full batch.
+func (sw *streamWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if sw.err != nil {
+			return n, sw.err
+		}
+		k := min(len(p), cap(sw.batch)-len(sw.batch))
+		sw.batch = append(sw.batch, p[:k]...)
+		n, p = n+k, p[k:]
+		if len(sw.batch) == cap(sw.batch) {
+			_, sw.err = sw.w.Write(sw.batch)
+			sw.batch = sw.batch[:0]
+		}
+	}
+	return n, sw.err
+}
+
+// write sends resp, as forward has made it ready for the client, on the
+// stream: the head at once (a stream may wait long for its first byte),
+// then the body, then the trailers read after it.
+func (sw *streamWriter) write(resp *http.Response) error {
+	h := sw.w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	removeHopByHop(h)
+	sw.w.WriteHeader(resp.StatusCode)
+	sw.began = true
+	if err := sw.Flush(); err != nil {
+		return err
+	}
+	buf := plainBodyBufs.Get().(*[]byte)
+	defer plainBodyBufs.Put(buf)
+	sw.batch = (*buf)[:0:streamBatch]
+	defer func() { sw.batch = nil }()
+	read := make([]byte, 32<<10)
+	if _, err := io.CopyBuffer(writerOnly{sw}, struct{ io.Reader }{resp.Body}, read); err != nil {
+		if sw.err == nil {
+			sw.err = err
+		}
+		return err
+	}
+	if err := sw.Flush(); err != nil {
+		return err
+	}
+	for k, vv := range resp.Trailer {
+		h[http.TrailerPrefix+k] = vv
+	}
+	return nil
 }
 
 // relayResponse copies one HTTP/1.1 response read from pr to an HTTP/2

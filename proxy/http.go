@@ -77,6 +77,9 @@ type client struct {
 	// ctx, when set, ends the upstream request with it: an HTTP/2
 	// stream's, done when the client resets the stream.
 	ctx context.Context
+	// stream, when set, is the HTTP/2 stream the response goes to
+	// directly; refusals still go through bw as HTTP/1.1.
+	stream *streamWriter
 }
 
 // nextRequest waits for cl's next request: Idle for its first byte, then
@@ -429,6 +432,9 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		resp.Trailer = http.Header{}
 	}
 	down := &flushingBody{rc: resp.Body, w: bw}
+	if cl.stream != nil {
+		down.w = cl.stream
+	}
 	switch {
 	case buffered:
 		down.ready = func() bool { return true }
@@ -461,8 +467,9 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	if cl.conn != nil && cl.raw == io.Writer(cl.conn) {
 		toClient = plainWriter{bw: bw, conn: cl.conn}
 	}
-	err = resp.Write(toClient)
-	if err == nil {
+	if cl.stream != nil {
+		err = cl.stream.write(resp)
+	} else if err = resp.Write(toClient); err == nil {
 		err = bw.Flush()
 	}
 	resp.Body.Close()
@@ -692,7 +699,7 @@ func (b *countingBody) finish() (done, keep bool) {
 // they arrive while a bulk download goes out in large writes.
 type flushingBody struct {
 	rc    io.ReadCloser
-	w     *bufio.Writer
+	w     pendingWriter
 	n     int64
 	ready func() bool // whether the next read returns without waiting
 	end   func()      // called once the body has ended, before trailers are written
@@ -721,6 +728,13 @@ func (b *flushingBody) Read(p []byte) (int, error) {
 }
 
 func (b *flushingBody) Close() error { return b.rc.Close() }
+
+// pendingWriter holds written bytes until Flush: a *bufio.Writer, or a
+// streamWriter.
+type pendingWriter interface {
+	Buffered() int
+	Flush() error
+}
 
 // writerOnly hides bufio.Writer's ReadFrom, which would read into the
 // buffer that flushingBody flushes.
