@@ -3,9 +3,11 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -219,4 +221,114 @@ func relayResponse(w http.ResponseWriter, r *http.Request, pr io.Reader) (began 
 		h[http.TrailerPrefix+k] = vv
 	}
 	return true, nil
+}
+
+// coalesceLimit is how much a coalescer holds before writes wait for the
+// connection.
+const coalesceLimit = 256 << 10
+
+// coalescedTLS is an intercepted TLS connection to an HTTP/2 client. The
+// HTTP/2 server writes every frame on its own (a DATA frame is 16 KiB and
+// 9 bytes for most clients, one byte more than a record holds); here the
+// frames written while the previous ones are encrypted and sent are
+// encrypted together, in records of the largest size, and go out in one
+// write(2).
+type coalescedTLS struct {
+	*tls.Conn
+	co  *coalescer
+	raw net.Conn // under the TLS connection
+}
+
+// coalesceDrain is how long a Close waits for the queued frames to go
+// out before it cuts the connection: a client that stopped reading must
+// not hold the proxy.
+const coalesceDrain = time.Second
+
+func newCoalescedTLS(tc *tls.Conn, cc *batchConn) coalescedTLS {
+	co := &coalescer{w: tlsWriter{tc, cc}, done: make(chan struct{})}
+	co.cond = sync.NewCond(&co.mu)
+	go co.run()
+	return coalescedTLS{tc, co, cc.Conn}
+}
+
+func (c coalescedTLS) Write(p []byte) (int, error) { return c.co.Write(p) }
+
+// Close sends what is queued, then closes the connection.
+func (c coalescedTLS) Close() error {
+	c.co.close()
+	t := time.NewTimer(coalesceDrain)
+	defer t.Stop()
+	select {
+	case <-c.co.done:
+	case <-t.C:
+		c.raw.Close() // the write that waits fails
+		<-c.co.done
+	}
+	return c.Conn.Close()
+}
+
+// coalescer writes to w, from a goroutine of its own, everything written
+// to it since its last write there, in one write. A Write returns once its
+// bytes are queued, or an earlier write's error.
+type coalescer struct {
+	w       io.Writer
+	mu      sync.Mutex
+	cond    *sync.Cond // queued bytes, room, an error, or the close
+	pending []byte
+	err     error
+	closed  bool
+	done    chan struct{} // run has returned
+}
+
+func (w *coalescer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && !w.closed && len(w.pending) >= coalesceLimit {
+		w.cond.Wait()
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.closed {
+		return 0, net.ErrClosed
+	}
+	w.pending = append(w.pending, p...)
+	w.cond.Broadcast()
+	return len(p), nil
+}
+
+// run writes what is queued until the coalescer is closed and drained, or
+// a write fails.
+func (w *coalescer) run() {
+	defer close(w.done)
+	var out []byte
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for len(w.pending) == 0 && !w.closed {
+			w.cond.Wait()
+		}
+		if len(w.pending) == 0 {
+			return
+		}
+		out, w.pending = w.pending, out[:0]
+		w.mu.Unlock()
+		_, err := w.w.Write(out)
+		w.mu.Lock()
+		if err != nil {
+			w.err = err
+		}
+		w.cond.Broadcast()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close lets run write what is queued and return; done tells when it has.
+func (w *coalescer) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.cond.Broadcast()
+	w.mu.Unlock()
 }

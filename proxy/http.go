@@ -1124,7 +1124,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	}
 	cc.startBatching()
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		s.serveH2(batchedTLS{tc, cc}, t, e)
+		s.serveH2(newCoalescedTLS(tc, cc), t, e)
 		return
 	}
 	raw := tlsWriter{tc, cc}
@@ -1212,17 +1212,6 @@ func (w tlsWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// batchedTLS is an intercepted TLS connection whose every write goes out
-// in one write(2), however many records it makes: an HTTP/2 DATA frame
-// of the largest size and its header are one byte more than a record
-// holds.
-type batchedTLS struct {
-	*tls.Conn
-	cc *batchConn
-}
-
-func (c batchedTLS) Write(p []byte) (int, error) { return tlsWriter{c.Conn, c.cc}.Write(p) }
 
 // upstreamConn is a connection to an upstream server read through r: the
 // transport's reads in large chunks, so that a bulk download costs fewer
