@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,5 +238,147 @@ func TestH2CutAnswer(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	if err == nil {
 		t.Errorf("a cut answer reached the HTTP/2 client as whole: %q", b)
+	}
+}
+
+// lockedWrites records the writes made to it.
+type lockedWrites struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	calls int
+}
+
+func (w *lockedWrites) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls++
+	return w.buf.Write(p)
+}
+
+// TestH2CoalescerKeepsOrder writes many frames of many sizes through the
+// coalescer an HTTP/2 connection's frames go through: every byte arrives
+// once, in order, in no more writes than were made, and a write after the
+// close fails instead of vanishing.
+func TestH2CoalescerKeepsOrder(t *testing.T) {
+	out := &lockedWrites{}
+	co := &coalescer{w: out, done: make(chan struct{})}
+	co.cond = sync.NewCond(&co.mu)
+	go co.run()
+	var want bytes.Buffer
+	const writes = 3000
+	for i := range writes {
+		p := bytes.Repeat([]byte{byte(i)}, 1+(i*7919)%(40<<10))
+		want.Write(p)
+		if n, err := co.Write(p); n != len(p) || err != nil {
+			t.Fatalf("write %d: %d of %d bytes: %v", i, n, len(p), err)
+		}
+	}
+	co.close()
+	<-co.done
+	if !bytes.Equal(out.buf.Bytes(), want.Bytes()) {
+		t.Fatalf("the writes arrived as %d bytes, want the %d written, in order", out.buf.Len(), want.Len())
+	}
+	if out.calls > writes {
+		t.Fatalf("%d writes went out for the %d made", out.calls, writes)
+	}
+	if _, err := co.Write([]byte("late")); err == nil {
+		t.Fatal("a write after the close was accepted")
+	}
+}
+
+// TestH2CloseCutsStalledClient closes an intercepted HTTP/2 connection
+// whose client stopped reading while the proxy had megabytes queued for
+// it: the close must not wait on the client, which would hold the
+// connection's goroutines for as long as the client likes.
+func TestH2CloseCutsStalledClient(t *testing.T) {
+	ca := memCA(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		tc := tls.Client(c, &tls.Config{RootCAs: pool(ca), ServerName: "stall.test"})
+		tc.Handshake()
+		time.Sleep(10 * time.Second) // reads nothing more
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf, err := ca.Leaf("stall.test", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &batchConn{Conn: raw, r: bufio.NewReader(raw)}
+	tc := tls.Server(cc, &tls.Config{Certificates: []tls.Certificate{*leaf}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	cc.startBatching()
+	conn := newCoalescedTLS(tc, cc)
+	frame := make([]byte, 16<<10+9)
+	go func() {
+		for {
+			if _, err := conn.Write(frame); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the socket's buffers and the queue fill up
+	closed := make(chan struct{})
+	go func() { conn.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(coalesceDrain + 3*time.Second):
+		t.Fatal("closing the connection waits on a client that reads nothing")
+	}
+}
+
+// TestH2StreamsFromHTTP1Upstream: an HTTP/1.1 upstream (whose body the
+// proxy gathers in batches for the stream) streams a large part and then
+// waits for the client to have read all of it before it sends the rest:
+// no byte of a part may be held back in a batch until the next part.
+func TestH2StreamsFromHTTP1Upstream(t *testing.T) {
+	t.Parallel()
+	upCA := memCA(t)
+	part := bytes.Repeat([]byte("0123456789abcdef"), (300<<10)/16) // more than two batches
+	proceed := make(chan struct{})
+	up := newUpstream(t, upCA, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(part)
+		w.(http.Flusher).Flush()
+		<-proceed
+		io.WriteString(w, "end\n")
+	})
+	e := newEnv(t, Config{
+		Rules:    Rules{Allow: []string{"api.test"}, Hosts: map[string]string{"api.test": up.addr()}},
+		Upstream: &tls.Config{RootCAs: pool(upCA)},
+	})
+	resp, err := h2Client(t, e, "api.test").Get("https://api.test/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, len(part))
+	got := make(chan error, 1)
+	go func() { _, err := io.ReadFull(resp.Body, buf); got <- err }()
+	select {
+	case err := <-got:
+		if err != nil || !bytes.Equal(buf, part) {
+			t.Errorf("first part: %d bytes, %v", len(buf), err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("part of a streamed response was held back until the upstream sent more")
+	}
+	close(proceed)
+	rest, err := io.ReadAll(resp.Body)
+	if string(rest) != "end\n" || err != nil {
+		t.Errorf("rest of the stream: %q, %v", rest, err)
 	}
 }

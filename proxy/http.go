@@ -77,6 +77,9 @@ type client struct {
 	// ctx, when set, ends the upstream request with it: an HTTP/2
 	// stream's, done when the client resets the stream.
 	ctx context.Context
+	// stream, when set, is the HTTP/2 stream the response goes to
+	// directly; refusals still go through bw as HTTP/1.1.
+	stream *streamWriter
 }
 
 // nextRequest waits for cl's next request: Idle for its first byte, then
@@ -429,6 +432,9 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		resp.Trailer = http.Header{}
 	}
 	down := &flushingBody{rc: resp.Body, w: bw}
+	if cl.stream != nil {
+		down.w = cl.stream
+	}
 	switch {
 	case buffered:
 		down.ready = func() bool { return true }
@@ -461,8 +467,9 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	if cl.conn != nil && cl.raw == io.Writer(cl.conn) {
 		toClient = plainWriter{bw: bw, conn: cl.conn}
 	}
-	err = resp.Write(toClient)
-	if err == nil {
+	if cl.stream != nil {
+		err = cl.stream.write(resp)
+	} else if err = resp.Write(toClient); err == nil {
 		err = bw.Flush()
 	}
 	resp.Body.Close()
@@ -692,7 +699,7 @@ func (b *countingBody) finish() (done, keep bool) {
 // they arrive while a bulk download goes out in large writes.
 type flushingBody struct {
 	rc    io.ReadCloser
-	w     *bufio.Writer
+	w     pendingWriter
 	n     int64
 	ready func() bool // whether the next read returns without waiting
 	end   func()      // called once the body has ended, before trailers are written
@@ -721,6 +728,13 @@ func (b *flushingBody) Read(p []byte) (int, error) {
 }
 
 func (b *flushingBody) Close() error { return b.rc.Close() }
+
+// pendingWriter holds written bytes until Flush: a *bufio.Writer, or a
+// streamWriter.
+type pendingWriter interface {
+	Buffered() int
+	Flush() error
+}
 
 // writerOnly hides bufio.Writer's ReadFrom, which would read into the
 // buffer that flushingBody flushes.
@@ -1110,7 +1124,7 @@ func (s *Server) intercept(c net.Conn, br *bufio.Reader, t *target, e Entry) {
 	}
 	cc.startBatching()
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		s.serveH2(batchedTLS{tc, cc}, t, e)
+		s.serveH2(newCoalescedTLS(tc, cc), t, e)
 		return
 	}
 	raw := tlsWriter{tc, cc}
@@ -1198,17 +1212,6 @@ func (w tlsWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// batchedTLS is an intercepted TLS connection whose every write goes out
-// in one write(2), however many records it makes: an HTTP/2 DATA frame
-// of the largest size and its header are one byte more than a record
-// holds.
-type batchedTLS struct {
-	*tls.Conn
-	cc *batchConn
-}
-
-func (c batchedTLS) Write(p []byte) (int, error) { return tlsWriter{c.Conn, c.cc}.Write(p) }
 
 // upstreamConn is a connection to an upstream server read through r: the
 // transport's reads in large chunks, so that a bulk download costs fewer
