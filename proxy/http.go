@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -446,11 +447,11 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 		if scheme == "https" {
 			need = maxTLSRecord
 		}
-		down.ready = func() bool { return upConn.r.Buffered() >= need }
+		down.ready = func() bool { return upConn.Buffered() >= need }
 		if redacting != nil {
 			// Once the redactor has read the end, the connection is the
 			// transport's again.
-			down.ready = func() bool { return redacting.ended || upConn.r.Buffered() >= need }
+			down.ready = func() bool { return redacting.ended || upConn.Buffered() >= need }
 		}
 	}
 	if resp.Trailer != nil {
@@ -1220,6 +1221,10 @@ func (w tlsWriter) Write(p []byte) (int, error) {
 type upstreamConn struct {
 	net.Conn
 	r *bufio.Reader
+	// held is what r held after the last read, for goroutines other than
+	// the reader's (the transport reads on one, the body is forwarded on
+	// another).
+	held atomic.Int64
 	// silence, when set, is how long the server may send nothing after
 	// the proxy last wrote to it or read from it.
 	silence time.Duration
@@ -1229,8 +1234,13 @@ func (c *upstreamConn) Read(p []byte) (int, error) {
 	if c.silence > 0 {
 		c.Conn.SetReadDeadline(time.Now().Add(c.silence))
 	}
-	return c.r.Read(p)
+	n, err := c.r.Read(p)
+	c.held.Store(int64(c.r.Buffered()))
+	return n, err
 }
+
+// Buffered is how many bytes the reader held after its last read.
+func (c *upstreamConn) Buffered() int { return int(c.held.Load()) }
 
 func (c *upstreamConn) Write(p []byte) (int, error) {
 	if c.silence > 0 {

@@ -689,6 +689,8 @@ func TestRedteamH2CUpgrade(t *testing.T) {
 			t.Errorf("an h2c upgrade: %d %q, want the request served as HTTP/1.1", resp.StatusCode, body)
 		}
 	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
 	for _, c := range up.conns {
 		if got := strings.ToLower(c.String()); strings.Contains(got, "h2c") || strings.Contains(got, "http2-settings") {
 			t.Errorf("the upstream received an h2c upgrade: %q", c.String())
