@@ -1,0 +1,205 @@
+package darwin
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// The paths hold every byte that could break out of an SBPL string or a
+// regex if they were spliced in: quotes, parentheses, a semicolon, regex
+// metacharacters and a space.
+const (
+	project = `/Users/al "x" (y);z/src/a.b+c[d]`
+	home    = `/Users/al "x" (y);z`
+)
+
+func defaultPolicy() Policy {
+	return Policy{
+		Project:   project,
+		Home:      home,
+		Read:      []string{home + "/.config/gh", home + "/.gitconfig"},
+		Write:     []string{home + "/.npm", "/private/var/folders/ab/T/jail-1"},
+		DenyRead:  []string{project + "/.env"},
+		Protected: []string{project + "/.git", project + "/.git/hooks", project + "/jail.json", home + "/.ssh"},
+		ProxyPort: 41234,
+	}
+}
+
+func globPolicy() Policy {
+	p := defaultPolicy()
+	p.DenyRead = append(p.DenyRead, home+"/.aws")
+	p.DenyGlobs = []Glob{{project, "**/.env*"}, {project, "secrets/**"}, {"/", "**/.netrc"}}
+	p.ProtectedGlobs = []Glob{{project, ".git/modules/*"}, {project, "**/jail.json"}, {project, ".claude/settings*.json"}}
+	return p
+}
+
+func publishedPolicy() Policy {
+	p := defaultPolicy()
+	p.Published = []int{8080, 3000, 3000}
+	return p
+}
+
+func TestGolden(t *testing.T) {
+	for name, pol := range map[string]Policy{
+		"default":   defaultPolicy(),
+		"globs":     globPolicy(),
+		"published": publishedPolicy(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			prof, err := Generate(pol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			validate(t, pol, prof)
+			got := render(prof)
+			file := filepath.Join("testdata", name+".sb")
+			if *update {
+				if err := os.WriteFile(file, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (run go test ./darwin -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from the generated profile:\n%s", file, lineDiff(string(want), string(got)))
+			}
+		})
+	}
+}
+
+// render is the golden form: the parameters as comments, then the profile.
+func render(p Profile) []byte {
+	var b bytes.Buffer
+	for _, prm := range p.Params {
+		fmt.Fprintf(&b, ";; -D %s=%s\n", prm.Name, prm.Value)
+	}
+	b.WriteString(p.Text)
+	return b.Bytes()
+}
+
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "line %d:\n-%s\n+%s\n", i+1, wl, gl)
+		}
+	}
+	return b.String()
+}
+
+func TestDeterministic(t *testing.T) {
+	a, _ := Generate(globPolicy())
+	pol := globPolicy()
+	slices.Reverse(pol.DenyRead)
+	slices.Reverse(pol.DenyGlobs)
+	slices.Reverse(pol.ProtectedGlobs)
+	slices.Reverse(pol.Protected)
+	slices.Reverse(pol.Write)
+	b, _ := Generate(pol)
+	if a.Text != b.Text || !slices.Equal(a.Params, b.Params) {
+		t.Error("the order of policy entries changed the profile")
+	}
+}
+
+func TestRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Policy)
+		want string
+	}{
+		{"relative project", func(p *Policy) { p.Project = "src" }, "clean absolute"},
+		{"dotdot write", func(p *Policy) { p.Write = []string{"/a/../b"} }, "clean absolute"},
+		{"newline read", func(p *Policy) { p.Read = []string{"/a\n(allow default)"} }, "clean absolute"},
+		{"no proxy", func(p *Policy) { p.ProxyPort = 0 }, "proxy port"},
+		{"bad published", func(p *Policy) { p.Published = []int{70000} }, "published port"},
+		{"class with caret", func(p *Policy) { p.DenyGlobs = []Glob{{"/p", "[a^b]"}} }, "character class"},
+		{"unterminated class", func(p *Policy) { p.ProtectedGlobs = []Glob{{"/p", "[ab"}} }, "unterminated"},
+		{"absolute pattern", func(p *Policy) { p.DenyGlobs = []Glob{{"/p", "/etc/*"}} }, "relative pattern"},
+		{"dotdot pattern", func(p *Policy) { p.DenyGlobs = []Glob{{"/p", "../*"}} }, "segment"},
+		{"relative glob dir", func(p *Policy) { p.DenyGlobs = []Glob{{"p", "*"}} }, "absolute directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := defaultPolicy()
+			tc.edit(&pol)
+			_, err := Generate(pol)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGlobRegex checks the regex of a glob against paths it must and must
+// not match, with Go's regexp standing in for Seatbelt's (the generated
+// expressions use only the POSIX extended subset both read alike).
+func TestGlobRegex(t *testing.T) {
+	for _, tc := range []struct {
+		glob    Glob
+		match   []string
+		noMatch []string
+	}{
+		{Glob{"/p", "**/.env*"}, []string{"/p/.env", "/p/a/b/.env.local"}, []string{"/p/x.env", "/q/.env", "/p/.en"}},
+		{Glob{"/p", "secrets/**"}, []string{"/p/secrets", "/p/secrets/a/b"}, []string{"/p/secretsx", "/p/secret"}},
+		{Glob{"/a.b", "*.json"}, []string{"/a.b/x.json"}, []string{"/aXb/x.json", "/a.b/d/x.json", "/a.b/xjson"}},
+		{Glob{"/p", "?"}, []string{"/p/a"}, []string{"/p/ab", "/p//"}},
+		{Glob{"/p", "[a-c]x"}, []string{"/p/bx"}, []string{"/p/dx", "/p/-x"}},
+		{Glob{"/p", "[^a]"}, []string{"/p/b"}, []string{"/p/a", "/p//"}},
+		{Glob{"/", "**/.netrc"}, []string{"/.netrc", "/u/h/.netrc"}, []string{"/u/h/x.netrc"}},
+		// A directory full of metacharacters matches only itself.
+		{Glob{"/(x)+|$/[d]*", "*"}, []string{"/(x)+|$/[d]*/y"}, []string{"/x/y", "/xx/d/y", "/(x)+|$/d/y"}},
+	} {
+		re, err := tc.glob.regex()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.glob, err)
+		}
+		rx := regexp.MustCompile(re)
+		for _, p := range tc.match {
+			if !rx.MatchString(p) {
+				t.Errorf("%s (%s) does not match %s", tc.glob, re, p)
+			}
+		}
+		for _, p := range tc.noMatch {
+			if rx.MatchString(p) {
+				t.Errorf("%s (%s) matches %s", tc.glob, re, p)
+			}
+		}
+	}
+}
+
+func BenchmarkGenerate(b *testing.B) {
+	pol := globPolicy()
+	for b.Loop() {
+		if _, err := Generate(pol); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestGenerateFast holds generation to at most a millisecond.
+func TestGenerateFast(t *testing.T) {
+	r := testing.Benchmark(BenchmarkGenerate)
+	if per := time.Duration(r.NsPerOp()); per > time.Millisecond {
+		t.Errorf("generating a profile takes %v, want at most 1ms", per)
+	}
+}
