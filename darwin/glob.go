@@ -30,7 +30,7 @@ func (g Glob) String() string { return path.Join(g.Dir, g.Pattern) }
 // path segment, "**" matches zero or more whole segments (so "secrets/**"
 // also matches secrets itself), and "[...]" is a class within a segment.
 func (g Glob) regex() (string, error) {
-	if !absClean(g.Dir) || g.Pattern == "" || strings.HasPrefix(g.Pattern, "/") {
+	if !absClean(g.Dir) || g.Pattern == "" || strings.HasPrefix(g.Pattern, "/") || strings.ContainsAny(g.Pattern, "\x00\n") {
 		return "", fmt.Errorf("glob %q: needs a clean absolute directory and a relative pattern", g.String())
 	}
 	var b strings.Builder

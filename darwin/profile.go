@@ -64,6 +64,9 @@ func Generate(pol Policy) (Profile, error) {
 	g := &gen{}
 	g.line("(version 1)")
 	g.line("(deny default)")
+	g.comment("denied again by name: reading other processes and firmware variables")
+	g.line("(deny process-info*)")
+	g.line("(deny nvram*)")
 	g.processes()
 	g.system()
 	g.devices()

@@ -137,6 +137,7 @@ func TestRefused(t *testing.T) {
 		{"unterminated class", func(p *Policy) { p.ProtectedGlobs = []Glob{{"/p", "[ab"}} }, "unterminated"},
 		{"absolute pattern", func(p *Policy) { p.DenyGlobs = []Glob{{"/p", "/etc/*"}} }, "relative pattern"},
 		{"dotdot pattern", func(p *Policy) { p.DenyGlobs = []Glob{{"/p", "../*"}} }, "segment"},
+		{"newline pattern", func(p *Policy) { p.DenyGlobs = []Glob{{"/p", "a\n(allow default)"}} }, "relative pattern"},
 		{"relative glob dir", func(p *Policy) { p.DenyGlobs = []Glob{{"p", "*"}} }, "absolute directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,5 +202,30 @@ func TestGenerateFast(t *testing.T) {
 	r := testing.Benchmark(BenchmarkGenerate)
 	if per := time.Duration(r.NsPerOp()); per > time.Millisecond {
 		t.Errorf("generating a profile takes %v, want at most 1ms", per)
+	}
+}
+
+// TestArgs checks the sandbox-exec command line: each parameter as its own
+// -D argument (so a value with spaces or quotes stays one argument), the
+// profile text after -p, and the command after "--" so a command starting
+// with "-" is not read as an option.
+func TestArgs(t *testing.T) {
+	prof, err := Generate(defaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := prof.Args([]string{"-x", "y"})
+	n := 2 * len(prof.Params)
+	for i, prm := range prof.Params {
+		if args[2*i] != "-D" || args[2*i+1] != prm.Name+"="+prm.Value {
+			t.Fatalf("argument %d: got %q %q, want -D %s=%s", 2*i, args[2*i], args[2*i+1], prm.Name, prm.Value)
+		}
+	}
+	want := []string{"-p", prof.Text, "--", "-x", "y"}
+	if !slices.Equal(args[n:], want) {
+		t.Errorf("tail of the arguments: got %q, want %q", args[n:], want)
+	}
+	if !strings.Contains(strings.Join(args, "\n"), "PROJECT_0="+project) {
+		t.Error("the project is not passed as a parameter")
 	}
 }

@@ -105,7 +105,7 @@ var knownOps = []string{
 	"ipc-posix-sem", "ipc-posix-shm-read-data", "ipc-posix-shm-write-data", "ipc-posix-shm-write-create",
 	"mach-lookup", "sysctl-read", "pseudo-tty",
 	"file-read*", "file-read-metadata", "file-write*", "file-write-data", "file-write-unlink", "file-ioctl",
-	"network-outbound", "network-bind", "network-inbound",
+	"network-outbound", "network-bind", "network-inbound", "nvram*",
 }
 
 // unfiltered are the operations an allow rule may grant without a filter:
