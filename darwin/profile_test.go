@@ -61,6 +61,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			validate(t, pol, prof)
+			assertNoPathParts(t, pol, prof.Text)
 			got := render(prof)
 			file := filepath.Join("testdata", name+".sb")
 			if *update {
@@ -228,4 +229,27 @@ func TestArgs(t *testing.T) {
 	if !strings.Contains(strings.Join(args, "\n"), "PROJECT_0="+project) {
 		t.Error("the project is not passed as a parameter")
 	}
+}
+
+// FuzzGenerate: whatever bytes the paths and the pattern hold, Generate
+// either refuses or gives a profile that passes the validator.
+func FuzzGenerate(f *testing.F) {
+	f.Add(project, home, "**/.env*", 41234)
+	f.Add("/p", "/h", "[a-c]?/x", 1)
+	f.Fuzz(func(t *testing.T, proj, hom, pattern string, port int) {
+		pol := Policy{
+			Project:        proj,
+			Home:           hom,
+			DenyRead:       []string{proj + "/.env"},
+			DenyGlobs:      []Glob{{proj, pattern}},
+			Protected:      []string{proj + "/.git"},
+			ProtectedGlobs: []Glob{{hom, pattern}},
+			ProxyPort:      port,
+		}
+		prof, err := Generate(pol)
+		if err != nil {
+			return
+		}
+		validate(t, pol, prof)
+	})
 }
