@@ -17,16 +17,21 @@ var hostAddrs struct {
 	set map[netip.Addr]bool
 }
 
+// interfaceAddrs lists this host's interface addresses.
+var interfaceAddrs = net.InterfaceAddrs
+
 // ownAddr reports whether ip is an address of one of this host's
 // interfaces. A name that resolves to one reaches the services the host
 // runs on every interface, as its loopback would, whatever range the
 // address is in (a public address of a server is in none that is
-// blocked).
+// blocked). While the addresses have never been listed (the listing
+// fails), every address counts as the host's: refused, not let through
+// unchecked.
 func ownAddr(ip netip.Addr) bool {
 	hostAddrs.Lock()
 	defer hostAddrs.Unlock()
 	if hostAddrs.set == nil || time.Since(hostAddrs.at) > hostAddrsTTL {
-		if addrs, err := net.InterfaceAddrs(); err == nil {
+		if addrs, err := interfaceAddrs(); err == nil {
 			set := map[netip.Addr]bool{}
 			for _, a := range addrs {
 				if n, ok := a.(*net.IPNet); ok {
@@ -37,6 +42,9 @@ func ownAddr(ip netip.Addr) bool {
 			}
 			hostAddrs.set, hostAddrs.at = set, time.Now()
 		}
+	}
+	if hostAddrs.set == nil {
+		return true
 	}
 	return hostAddrs.set[ip.Unmap()]
 }

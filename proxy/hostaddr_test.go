@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,5 +64,21 @@ func TestResolvedToThisHostIsRefused(t *testing.T) {
 	resp, _, _, _ = raw(t, e.httpAddr, "CONNECT mapped.test:"+port+" HTTP/1.1\r\nHost: mapped.test:"+port+"\r\n\r\n")
 	if resp.StatusCode != 200 {
 		t.Errorf("control: CONNECT to a name network.hosts maps to %s: %d, want 200", own, resp.StatusCode)
+	}
+}
+
+func TestOwnAddrRefusesWhenInterfacesCannotBeListed(t *testing.T) {
+	hostAddrs.Lock()
+	saved, savedAt, savedList := hostAddrs.set, hostAddrs.at, interfaceAddrs
+	hostAddrs.set = nil
+	interfaceAddrs = func() ([]net.Addr, error) { return nil, errors.New("listing interfaces failed") }
+	hostAddrs.Unlock()
+	defer func() {
+		hostAddrs.Lock()
+		hostAddrs.set, hostAddrs.at, interfaceAddrs = saved, savedAt, savedList
+		hostAddrs.Unlock()
+	}()
+	if !ownAddr(netip.MustParseAddr("203.0.113.9")) {
+		t.Errorf("with the host's addresses unknown, a public address was not counted as the host's: a name resolving to the host would pass unchecked")
 	}
 }
