@@ -101,41 +101,7 @@ func TestCaptureRefusesOtherDescriptors(t *testing.T) {
 	t.Parallel()
 	plain := newUpstream(t, nil, nil)
 	e, sock := captureEnv(t, Config{Rules: Rules{Allow: []string{"plain.test"}, Hosts: map[string]string{"plain.test": plain.addr()}}})
-	dir := t.TempDir()
-
-	file := filepath.Join(dir, "request.txt")
-	if err := os.WriteFile(file, []byte(handedRequest), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(file, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	defer pw.Close()
-	io.WriteString(pw, handedRequest)
-	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(pair[0])
-	defer syscall.Close(pair[1])
-	syscall.Write(pair[1], []byte(handedRequest))
-	udp, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
-	listening, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listening.Close()
+	st := strayDescriptors(t, handedRequest)
 	_, a1 := tcpPair(t)
 	c2, a2 := tcpPair(t)
 	io.WriteString(c2, handedRequest)
@@ -145,11 +111,11 @@ func TestCaptureRefusesOtherDescriptors(t *testing.T) {
 		fds  []int
 		why  string
 	}{
-		{"a file", []int{int(f.Fd())}, "not a socket"},
-		{"a pipe", []int{int(pr.Fd())}, "not a socket"},
-		{"a unix socket", []int{pair[0]}, "not a TCP socket"},
-		{"a UDP socket", []int{fdOf(t, udp)}, "not a TCP socket"},
-		{"a listening TCP socket", []int{fdOf(t, listening.(*net.TCPListener))}, "not connected"},
+		{"a file", []int{st.file}, "not a socket"},
+		{"a pipe", []int{st.pipe}, "not a socket"},
+		{"a unix socket", []int{st.unix}, "not a TCP socket"},
+		{"a UDP socket", []int{st.udp}, "not a TCP socket"},
+		{"a listening TCP socket", []int{st.listening}, "not connected"},
 		{"two TCP sockets", []int{fdOf(t, a1), fdOf(t, a2)}, "more than one descriptor"},
 	} {
 		uc := handOver(t, sock, "192.0.2.1:80\n", c.fds...)
@@ -168,7 +134,7 @@ func TestCaptureRefusesOtherDescriptors(t *testing.T) {
 	if hits := plain.hits.Load(); hits != 0 {
 		t.Errorf("the upstream server got %d requests from descriptors that must be refused", hits)
 	}
-	if b, _ := os.ReadFile(file); string(b) != handedRequest {
+	if b, _ := os.ReadFile(st.path); string(b) != handedRequest {
 		t.Errorf("the proxy wrote into the file handed over: %q", b)
 	}
 	c2.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
@@ -238,4 +204,49 @@ func TestHandedSocketMadeBlockingKeepsDeadlines(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("closing the handed socket made blocking waited")
 	}
+}
+
+// strays are descriptors a jailed process could send instead of a
+// connected TCP socket, each holding payload where it can be read.
+type strays struct {
+	path                             string // the file's
+	file, pipe, unix, udp, listening int
+}
+
+// strayDescriptors opens one of each kind, closed when the test ends; the
+// file is written with payload in t's temporary directory.
+func strayDescriptors(t *testing.T, payload string) strays {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "request.txt")
+	if err := os.WriteFile(file, []byte(payload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close(); pw.Close() })
+	io.WriteString(pw, payload)
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(pair[0]); syscall.Close(pair[1]) })
+	syscall.Write(pair[1], []byte(payload))
+	udp, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udp.Close() })
+	listening, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { listening.Close() })
+	return strays{path: file, file: int(f.Fd()), pipe: int(pr.Fd()), unix: pair[0], udp: fdOf(t, udp), listening: fdOf(t, listening.(*net.TCPListener))}
 }

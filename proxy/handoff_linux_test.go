@@ -107,42 +107,11 @@ func TestProxySocketsRefuseOtherDescriptors(t *testing.T) {
 	plain := newUpstream(t, nil, nil)
 	e := newEnv(t, Config{Rules: Rules{Allow: []string{"plain.test"}, Hosts: map[string]string{"plain.test": plain.addr()}}})
 	httpSock, socksSock := proxySockets(t, e)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "request.txt")
-	if err := os.WriteFile(file, []byte(proxiedRequest), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var answered []*net.TCPConn
+	var files []string
 	for _, sc := range []struct{ scheme, sock string }{{"http", httpSock}, {"socks5", socksSock}} {
-		f, err := os.OpenFile(file, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pr.Close()
-		defer pw.Close()
-		io.WriteString(pw, proxiedRequest)
-		pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer syscall.Close(pair[0])
-		defer syscall.Close(pair[1])
-		syscall.Write(pair[1], []byte(proxiedRequest))
-		udp, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer udp.Close()
-		listening, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer listening.Close()
+		st := strayDescriptors(t, proxiedRequest)
+		files = append(files, st.path)
 		_, a1 := tcpPair(t)
 		c2, a2 := tcpPair(t)
 		c3, a3 := tcpPair(t)
@@ -155,11 +124,11 @@ func TestProxySocketsRefuseOtherDescriptors(t *testing.T) {
 			fds         []int
 			why         string
 		}{
-			{"a file", handOffMark, []int{int(f.Fd())}, "not a socket"},
-			{"a pipe", handOffMark, []int{int(pr.Fd())}, "not a socket"},
-			{"a unix socket", handOffMark, []int{pair[0]}, "not a TCP socket"},
-			{"a UDP socket", handOffMark, []int{fdOf(t, udp)}, "not a TCP socket"},
-			{"a listening TCP socket", handOffMark, []int{fdOf(t, listening.(*net.TCPListener))}, "not connected"},
+			{"a file", handOffMark, []int{st.file}, "not a socket"},
+			{"a pipe", handOffMark, []int{st.pipe}, "not a socket"},
+			{"a unix socket", handOffMark, []int{st.unix}, "not a TCP socket"},
+			{"a UDP socket", handOffMark, []int{st.udp}, "not a TCP socket"},
+			{"a listening TCP socket", handOffMark, []int{st.listening}, "not connected"},
 			{"two TCP sockets", handOffMark, []int{fdOf(t, a1), fdOf(t, a2)}, "more than one descriptor"},
 			{"a TCP socket with a request", proxiedRequest, []int{fdOf(t, a3)}, "other bytes than the bridge's mark"},
 		} {
@@ -179,8 +148,10 @@ func TestProxySocketsRefuseOtherDescriptors(t *testing.T) {
 	if hits := plain.hits.Load(); hits != 0 {
 		t.Errorf("the upstream server got %d requests from descriptors that must be refused", hits)
 	}
-	if b, _ := os.ReadFile(file); string(b) != proxiedRequest {
-		t.Errorf("the proxy wrote into the file handed over: %q", b)
+	for _, file := range files {
+		if b, _ := os.ReadFile(file); string(b) != proxiedRequest {
+			t.Errorf("the proxy wrote into the file handed over: %q", b)
+		}
 	}
 	for _, c := range answered {
 		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
