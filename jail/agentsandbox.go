@@ -45,33 +45,6 @@ func AgentSandboxNames() []string { return sortedKeys(agentSandboxes) }
 // sandbox ("" for an agent it does not know).
 func AgentSandboxSummary(name string) string { return agentSandboxes[name].summary }
 
-// planAgentSandbox applies each agentSandbox of the policy to the plan:
-// the command line may gain the agent's own flags, jailVars (returned,
-// made when nil) the agent's variables (set after env.set, so a layer cannot undo them), and
-// p.AgentSandbox a line each for jail plan. A command line that asks the
-// agent for its own sandbox is refused: it could not start.
-func planAgentSandbox(p *Plan, pol *Policy, jailVars map[string]string) (map[string]string, error) {
-	if jailVars == nil {
-		jailVars = map[string]string{}
-	}
-	for _, name := range pol.AgentSandbox {
-		a, ok := agentSandboxes[name]
-		if !ok {
-			return nil, fmt.Errorf("agentSandbox %q is not an agent jail knows; use one of %s", name, strings.Join(AgentSandboxNames(), ", "))
-		}
-		if err := ManagedSandboxRefusal(name); err != nil {
-			return nil, err
-		}
-		argv, line, err := a.plan(p.Argv, jailVars)
-		if err != nil {
-			return nil, err
-		}
-		p.Argv = argv
-		p.AgentSandbox = append(p.AgentSandbox, line)
-	}
-	return jailVars, nil
-}
-
 // agentIndex is the index in argv of the agent's own program: argv[0]
 // named prog, or the package an npx, bunx or pnpx line runs; -1 when the
 // command runs the agent some other way.
@@ -244,4 +217,31 @@ func sortedAgentSandbox(have []string, name string) []string {
 	out := union(have, []string{name})
 	sort.Strings(out)
 	return out
+}
+
+// ApplyAgentSandboxes applies each agentSandbox of the policy to a command
+// line: it may gain the agent's own flags, jailVars (returned, made when
+// nil) the agent's variables (set after env.set, so a layer cannot undo
+// them), and lines says what each did, for jail plan. A command line that
+// asks the agent for its own sandbox is refused: it could not start.
+func ApplyAgentSandboxes(pol *Policy, argv []string, jailVars map[string]string) (out, lines []string, vars map[string]string, err error) {
+	if jailVars == nil {
+		jailVars = map[string]string{}
+	}
+	for _, name := range pol.AgentSandbox {
+		a, ok := agentSandboxes[name]
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("agentSandbox %q is not an agent jail knows; use one of %s", name, strings.Join(AgentSandboxNames(), ", "))
+		}
+		if err := ManagedSandboxRefusal(name); err != nil {
+			return nil, nil, nil, err
+		}
+		var line string
+		argv, line, err = a.plan(argv, jailVars)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		lines = append(lines, line)
+	}
+	return argv, lines, jailVars, nil
 }

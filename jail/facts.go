@@ -684,19 +684,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// HomeDir returns the user's home: $HOME when it is absolute, else the
-// password database's.
-func HomeDir() (string, error) {
-	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Clean(h), nil
-	}
-	h, err := os.UserHomeDir()
-	if err != nil || !filepath.IsAbs(h) {
-		return "", errors.New("cannot tell your home directory; set HOME to an absolute path")
-	}
-	return h, nil
-}
-
 // Created returns the delayed-escape paths the command created that no
 // placeholder could hold: protected paths held only when present, and new
 // matches of protected globs (a jail.json or a .git in a new directory).
@@ -730,15 +717,6 @@ func Created(p *Plan) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, err
-}
-
-// StateDir is where jail keeps its decision log: $XDG_STATE_HOME/jail,
-// else ~/.local/state/jail.
-func StateDir(home string, getenv func(string) string) string {
-	if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
-		return filepath.Join(x, "jail")
-	}
-	return filepath.Join(home, ".local", "state", "jail")
 }
 
 // runtimeDir is the per-user directory for session sockets:

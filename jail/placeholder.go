@@ -2,6 +2,7 @@ package jail
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -176,4 +177,13 @@ func (k SessionKey) random(name string, ord int) func(alphabet string, n int) st
 		}
 		return b.String()
 	}
+}
+
+// newSessionKey is a fresh random session key of 256 bits.
+func newSessionKey() SessionKey {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic(err) // crypto/rand does not fail on Linux >= 3.17
+	}
+	return SessionKey(k)
 }

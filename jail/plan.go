@@ -1,14 +1,12 @@
 package jail
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/jailsh/jail/jail/credstores"
 	"github.com/jailsh/jail/jail/inside"
 	"github.com/jailsh/jail/jail/seccomp"
 	"github.com/jailsh/jail/proxy"
@@ -101,63 +99,6 @@ type Facts struct {
 
 func (f *Facts) info(p string) PathInfo { return f.Paths[p] }
 
-// systemPaths are bound read-only when they exist; symlinks (merged /usr)
-// are recreated as symlinks.
-var systemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys/devices/system/cpu"}
-
-// SystemDirs are the system paths every jail may read: what a learning run
-// reads there needs no profile.
-func SystemDirs() []string { return append([]string(nil), systemPaths...) }
-
-// ReadOnlyHome are the home paths every jail keeps read-only, whatever a
-// policy says: a learning run never proposes writing them.
-func ReadOnlyHome(home string) []string {
-	out := make([]string, 0, len(homeProtected))
-	for _, rel := range homeProtected {
-		out = append(out, filepath.Join(home, rel))
-	}
-	return append(out, AgentCommandPaths(home)...)
-}
-
-// systemDeny are host files that must stay unreadable even though /etc is
-// visible; they matter when jail runs as root.
-var systemDeny = credstores.System
-
-// homeDeny are the credential stores of the home, relative to it (a
-// directory entry ends in "/"); they stay masked in every mode, even when
-// a policy makes a parent directory visible.
-var homeDeny = credstores.Home
-
-// projectProtected are paths that stay read-only inside the writable project
-// because a later, unjailed program would execute or obey what they
-// contain, without asking, as soon as they exist. An entry ending in "/" is
-// a directory. Those missing at start are created on the host as
-// placeholders while the jail runs, bound read-only, and removed
-// afterwards. The .git directories themselves are handled apart (see
-// gitDirs in Build): they stay writable but pinned.
-var projectProtected = []string{
-	".git/hooks/", ".git/config", ".git/info/",
-	".git/modules/*/hooks", ".git/modules/*/config", ".git/modules/*/modules/*/hooks", ".git/modules/*/modules/*/config",
-	".git/worktrees/*",
-	".vscode/", ".idea/", ".devcontainer/", ".devcontainer.json", ".envrc",
-	".claude/settings.json", ".claude/settings.local.json", ".claude/commands/", ".claude/agents/",
-	".claude/hooks/", ".claude/skills/", ".mcp.json",
-	".gemini/", ".cursor/", ".codex/", ".windsurf/", ".zed/", ".continue/", "opencode.json", "opencode.jsonc", ".opencode/",
-	".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml", ".cargo/config", ".cargo/config.toml",
-	"**/jail.json",
-}
-
-// agentStartFile is a file an agent writes into its read-only project
-// directory when it starts, as it would unjailed, and the content it
-// writes there.
-type agentStartFile struct{ path, content string }
-
-// agentStartFiles: OpenCode ends a run when it cannot write
-// .opencode/.gitignore, and writes nothing when one is there.
-var agentStartFiles = []agentStartFile{
-	{".opencode/.gitignore", "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore"},
-}
-
 // planAgentStartFiles holds each agent start file missing from its
 // read-only directory by a placeholder with the agent's own content, so
 // that the agent finds it there and carries on.
@@ -170,117 +111,6 @@ func planAgentStartFiles(p *Plan, f *Facts, root string, held map[string]bool) {
 		}
 		p.Placeholders = append(p.Placeholders, PathPlaceholder{Path: path, Content: sf.content})
 	}
-}
-
-// projectProtectedPresent are read-only when they exist at start. A new
-// one needs a step outside the jail before anything runs it, so no
-// placeholder holds its place: hook managers' configs act only through a
-// hook already in .git/hooks (or core.hooksPath), mise asks before it
-// trusts a new config, a new jail.json that widens needs trust, a new
-// uv.toml runs nothing, and git takes a new .gitmodules up only when told.
-var projectProtectedPresent = []string{
-	".gitmodules", ".husky/", ".pre-commit-config.yaml", ".overcommit.yml",
-	"lefthook.yml", "lefthook.yaml", "lefthook.toml", "lefthook.json", ".lefthook.yml", ".lefthook.yaml", ".lefthook.toml", ".lefthook.json",
-	"lefthook-local.yml", "lefthook-local.yaml", "lefthook-local.toml", "lefthook-local.json", ".lefthook-local.yml", ".lefthook-local.yaml",
-	".lefthook/", ".lefthook-local/", "mise.toml", ".mise.toml", "uv.toml", "jail.json",
-}
-
-// homeProtected are read-only whenever a policy makes them writable: shell
-// startup files, what is on PATH, git's and ssh's configuration, and jail's
-// own, and the caches and settings an unjailed toolchain takes as they are
-// (poisonableCaches). Missing ones inside a writable tree get
-// placeholders, as in the project.
-var homeProtected = append([]string{
-	".ssh/", ".gitconfig", ".config/git/", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases",
-	".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish/", ".inputrc", ".xprofile", ".xsession",
-	".xinitrc", ".pam_environment", ".config/environment.d/", ".config/autostart/", ".config/systemd/",
-	".local/bin/", "bin/", ".config/jail/",
-	// Editors, terminals and debuggers run what their startup files say.
-	".vimrc", ".vim/", ".config/nvim/", ".emacs", ".emacs.d/", ".tmux.conf", ".config/tmux/", ".screenrc",
-	".gdbinit", ".ipython/", ".vscode/extensions/", ".config/Code/User/",
-}, poisonableCaches...)
-
-// nestedGit finds the .git of repositories inside the project (nested
-// clones, submodule checkouts): each is guarded like the project's own.
-const nestedGit = "**/.git"
-
-// Interest lists the literal paths to stat and the glob patterns to expand
-// for a policy; Gather uses it and so does a test that checks Build asks
-// only about what it was told.
-func Interest(pol *Policy, home string) (paths, patterns []string) {
-	add := func(list ...string) {
-		for _, p := range list {
-			if HasMeta(p) {
-				patterns = append(patterns, p)
-			} else {
-				paths = append(paths, p)
-			}
-		}
-	}
-	add(systemPaths...)
-	add(systemDeny...)
-	add("/etc/resolv.conf")
-	add(pol.ProjectRoot, home)
-	// Home paths matter only where the jail shows the home: a path in or
-	// above a tree it binds. Start-up stats none of the rest.
-	shown := shownRoots(pol, home)
-	inHome := func(list ...string) {
-		for _, p := range list {
-			if related(p, shown) {
-				add(p)
-			}
-		}
-	}
-	for _, p := range homeDeny {
-		inHome(filepath.Join(home, p))
-	}
-	for _, p := range homeProtected {
-		inHome(withParents(filepath.Join(home, p), home)...)
-	}
-	inHome(agentInterest(home)...)
-	inHome(signInInterest(home)...)
-	for _, p := range append(append([]string{}, projectProtected...), projectProtectedPresent...) {
-		add(withParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
-	}
-	for _, sf := range agentStartFiles {
-		add(filepath.Join(pol.ProjectRoot, sf.path))
-	}
-	add(filepath.Join(pol.ProjectRoot, ".git", "info", "exclude"))
-	add(filepath.Join(pol.ProjectRoot, ".git"), filepath.Join(pol.ProjectRoot, nestedGit))
-	add(filepath.Join(pol.ProjectRoot, ".git", "commondir"), filepath.Join(pol.ProjectRoot, "HEAD"))
-	add(secretFiles(pol)...)
-	add(pol.AllowRead...)
-	add(pol.AllowWrite...)
-	add(pol.DenyRead...)
-	add(pol.DenyWrite...)
-	return union(nil, paths), union(nil, patterns)
-}
-
-// shownRoots are the host trees a policy shows: the project, the allowed
-// paths (a glob by its fixed part), and in learning and watch modes the
-// whole home.
-func shownRoots(pol *Policy, home string) []string {
-	roots := []string{pol.ProjectRoot}
-	if pol.Mode != "" {
-		roots = append(roots, home)
-	}
-	for _, p := range append(append([]string{}, pol.AllowRead...), pol.AllowWrite...) {
-		if HasMeta(p) {
-			p = GlobBase(p)
-		}
-		roots = append(roots, p)
-	}
-	return roots
-}
-
-// related reports whether p is in or above one of roots.
-func related(p string, roots []string) bool {
-	for _, r := range roots {
-		if under(p, r) || under(r, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // Op is one step of the filesystem plan, executed in order by bubblewrap.
@@ -453,19 +283,6 @@ type EnvFile struct {
 	Names []string // the secrets' names the file held while facts were gathered
 }
 
-// ErrUnsupported marks a protection the machine lacks.
-var ErrUnsupported = errors.New("unsupported")
-
-// ExitError is a failure of jail itself (or of starting the command) that
-// carries the exit code jail should end with.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
-
 // deniedAt reports whether a deny list names path, a directory above
 // it, or a pattern matching either.
 func deniedAt(path string, list []string) bool {
@@ -548,35 +365,6 @@ func placeholderContent(path string, dir bool) string {
 	return ""
 }
 
-// joinRel joins a list entry to its base, keeping the trailing "/" that
-// marks a directory.
-func joinRel(base, rel string) string {
-	p := filepath.Join(base, rel)
-	if strings.HasSuffix(rel, "/") {
-		p += "/"
-	}
-	return p
-}
-
-// withParents is path and the directories between top and it; guarding
-// a path needs to know which of them exist.
-func withParents(path, top string) []string {
-	if HasMeta(path) {
-		return []string{path}
-	}
-	return append(parentsBelow(path, top), path)
-}
-
-// parentsBelow lists the directories strictly between top and path,
-// outermost first.
-func parentsBelow(path, top string) []string {
-	var out []string
-	for d := filepath.Dir(path); d != top && under(d, top); d = filepath.Dir(d) {
-		out = append([]string{d}, out...)
-	}
-	return out
-}
-
 // symlinkAt returns path or the first of its parents below top that is a
 // symlink on the host, or "": a link inside a writable tree can be
 // replaced from inside, whatever is mounted at its target.
@@ -587,35 +375,6 @@ func symlinkAt(path, top string, f *Facts) string {
 		}
 	}
 	return ""
-}
-
-// deniedPatterns are the paths and globs the jail masks: the system and
-// home credential stores, the policy's denyRead, and jail's own CA key and
-// decision log, wherever XDG puts them.
-func deniedPatterns(pol *Policy, home, caDir, stateDir string) []string {
-	out := append([]string{}, systemDeny...)
-	for _, rel := range homeDeny {
-		out = append(out, filepath.Join(home, rel))
-	}
-	out = append(out, pol.DenyRead...)
-	for _, d := range []string{caDir, stateDir} {
-		if d != "" {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// coveredBy reports whether p lies strictly below one of the set's paths.
-func coveredBy(p string, set map[string]bool) bool {
-	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
-		if set[d] {
-			return true
-		}
-		if d == "/" || d == "." {
-			return false
-		}
-	}
 }
 
 // sortOps orders ops so that every parent is mounted before its children.
@@ -765,14 +524,6 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// caVars are the variables toolchains read for extra or replacement CA
-// bundles; all name the bundle bound at CABundlePath (see trustOp).
-var caVars = []string{
-	"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
-	"PIP_CERT", "DENO_CERT", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "NIX_SSL_CERT_FILE", "HEX_CACERTS_PATH",
-	"npm_config_cafile", "BUNDLE_SSL_CA_CERT", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
-}
-
 // ResolvConf is the resolv.conf bound over the jail's, shared by every
 // session of the user (it sits beside the session directories).
 func ResolvConf(sessionDir string) string {
@@ -896,17 +647,6 @@ func injectionPlaces(inject []string) string {
 		return "request headers"
 	}
 	return strings.Join(inject, ", ")
-}
-
-// secretFiles are the absolute glob patterns of files whose secret values
-// are masked: .env, .env* and .envs/ anywhere in the project, always, and
-// what secrets.files adds. A config can add masks, never remove these.
-func secretFiles(pol *Policy) []string {
-	var out []string
-	for _, p := range defaultSecretFiles {
-		out = append(out, filepath.Join(pol.ProjectRoot, p))
-	}
-	return union(out, pol.Secrets.Files)
 }
 
 // creatableDirs are the literal allowWrite paths strictly below the home

@@ -28,3 +28,34 @@ func readBounded(path string, max int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// maxEnvFile bounds the .env files jail rewrites; a larger one is shown
+// inside as empty rather than risk passing a secret through.
+const maxEnvFile = 1 << 20
+
+// readEnvFile is the content of a .env file to mask, or nothing when it
+// cannot be read safely: only a regular file of at most maxEnvFile bytes
+// is read, opened without following a last symlink (the plan resolved it)
+// and without blocking, so that a name leading to a FIFO, a terminal or a
+// device shows an empty file instead of hanging or reading a stream.
+func readEnvFile(path string) []byte {
+	for _, pseudo := range []string{"/proc", "/dev", "/sys"} {
+		if under(path, pseudo) {
+			return nil // another process's environment, a device: never a .env
+		}
+	}
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxEnvFile {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxEnvFile+1))
+	if err != nil || len(b) > maxEnvFile {
+		return nil
+	}
+	return b
+}
