@@ -20,7 +20,7 @@ $(BIN): $(shell find cmd jail proxy bpf profiles internal -name '*.go' -o -name 
 
 # jail's init inside the jail, without the planner and the proxy: it starts
 # faster than the jail binary re-executing itself.
-$(INIT): $(shell find cmd/jail-init jail/inside jail/seccomp internal -name '*.go' -o -name '*.bpf' 2>/dev/null) go.mod go.sum
+$(INIT): $(shell find cmd/jail-init jail/linux/inside jail/linux/seccomp internal -name '*.go' -o -name '*.bpf' 2>/dev/null) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(INIT) ./cmd/jail-init
 
 deps:
@@ -41,7 +41,7 @@ test: test-deps
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/jail
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/jail-init
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) test -exec true ./jail/seccomp ./jail/inside ./bpf ./internal/sysnum
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) test -exec true ./jail/linux/seccomp ./jail/linux/inside ./bpf ./internal/sysnum
 	$(GO) test -count=1 -timeout 15m ./...
 
 unit: deps

@@ -32,7 +32,7 @@ import (
 // package.json), which OpenCode installs itself from the npm registry, are
 // listed: code there runs in every later OpenCode, and its profile does not
 // reach the registry, so the install never succeeds inside anyway.
-var agentCommandPaths = []string{
+var AgentCommandRel = []string{
 	// Claude Code
 	".claude/settings.json", ".claude/settings.local.json", ".claude/hooks/", ".claude/plugins/",
 	".claude/local/",                      // the claude an older install's alias runs
@@ -80,8 +80,8 @@ var agentCommandPaths = []string{
 // characters holds its matches at start and names new ones after exit),
 // kept read-only by the planner whatever makes their parent writable.
 func AgentCommandPaths(home string) []string {
-	out := make([]string, 0, len(agentCommandPaths))
-	for _, rel := range agentCommandPaths {
+	out := make([]string, 0, len(AgentCommandRel))
+	for _, rel := range AgentCommandRel {
 		out = append(out, filepath.Join(home, rel))
 	}
 	return out
@@ -90,7 +90,7 @@ func AgentCommandPaths(home string) []string {
 // agentFile is a home file an agent rewrites as it runs (so it cannot be
 // read-only) but in which some keys declare commands or widen what the
 // agent may run.
-type agentFile struct {
+type AgentFileRule struct {
 	Rel    string // relative to the home
 	Format string // only "json"
 	// Protected keys keep their host value (or their absence) at any
@@ -152,7 +152,7 @@ var claudeProtected = []string{
 // (a symlink, a FIFO) is not merged (one warning); a
 // jail killed before the merge leaves the host file as it was, and the
 // copy is dropped.
-var agentFiles = []agentFile{
+var AgentFileRules = []AgentFileRule{
 	{Rel: ".claude.json", Format: "json", Protected: claudeProtected, Split: []string{"projects", "projects.*"}},
 }
 
@@ -165,7 +165,7 @@ var ErrNotMerged = errors.New("not merged")
 // the run changed nothing that may reach the host. Invalid JSON inside, or
 // a host file that is no longer a JSON object, is an error and nothing is
 // merged.
-func MergeAgentJSON(base, ours, theirs []byte, rule agentFile) ([]byte, bool, error) {
+func MergeAgentJSON(base, ours, theirs []byte, rule AgentFileRule) ([]byte, bool, error) {
 	if bytes.Equal(base, ours) {
 		return theirs, false, nil
 	}
@@ -572,7 +572,7 @@ func writeString(b *bytes.Buffer, s string) {
 // agentInterest are the agent paths the planner needs facts about.
 func agentInterest(home string) []string {
 	out := AgentCommandPaths(home)
-	for _, a := range agentFiles {
+	for _, a := range AgentFileRules {
 		out = append(out, filepath.Join(home, a.Rel))
 	}
 	return out

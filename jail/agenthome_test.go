@@ -10,15 +10,15 @@ import (
 	"testing"
 )
 
-func claudeRule(t *testing.T) agentFile {
+func claudeRule(t *testing.T) AgentFileRule {
 	t.Helper()
-	for _, a := range agentFiles {
+	for _, a := range AgentFileRules {
 		if a.Rel == ".claude.json" {
 			return a
 		}
 	}
 	t.Fatal("no rule for ~/.claude.json")
-	return agentFile{}
+	return AgentFileRule{}
 }
 
 // TestMergeAgentJSON: what a jailed run wrote into ~/.claude.json (ours,

@@ -18,7 +18,7 @@ func TestReadOnlyCachesList(t *testing.T) {
 	home := "/home/u"
 	list := ReadOnlyCaches(home)
 	covered := func(p string) bool {
-		return slices.ContainsFunc(list, func(c string) bool { return under(p, c) })
+		return slices.ContainsFunc(list, func(c string) bool { return Under(p, c) })
 	}
 	for _, rel := range poisonableCaches {
 		rel = strings.TrimSuffix(rel, "/") // a directory's mark
@@ -87,7 +87,7 @@ func TestProfilesKeepCachesPrivate(t *testing.T) {
 		}
 		for _, w := range pol.AllowWrite {
 			for _, pc := range caches {
-				if under(w, pc) || under(pc, w) {
+				if Under(w, pc) || Under(pc, w) {
 					t.Errorf("%s: allowWrite %s opens %s, which an unjailed tool runs from", name, w, pc)
 				}
 			}
@@ -109,7 +109,7 @@ func TestProfilesKeepCachesPrivate(t *testing.T) {
 				continue
 			}
 			own := filepath.Join(home, ".cache/jail", ProjectKey("/home/u/proj"))
-			if !under(dir, own) || !slices.ContainsFunc(pol.AllowWrite, func(w string) bool { return under(dir, w) }) {
+			if !Under(dir, own) || !slices.ContainsFunc(pol.AllowWrite, func(w string) bool { return Under(dir, w) }) {
 				t.Errorf("%s: %s=%s is not a writable directory of the profile under the project's %s", name, k, v, own)
 			}
 		}
@@ -120,7 +120,7 @@ func TestProfilesKeepCachesPrivate(t *testing.T) {
 // environment value ("-Da=/home/u/x -Db=…" gives /home/u/x).
 func firstHomePath(v, home string) string {
 	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ':' || r == '=' }) {
-		if under(f, home) && f != home {
+		if Under(f, home) && f != home {
 			return f
 		}
 	}

@@ -14,7 +14,7 @@ import (
 func TestMaskEnvFileMultiline(t *testing.T) {
 	body := "MIIEowIBAAKCAQEAsecretbodyline1\nsecretbodyline2"
 	in := "A=1\nKEY=\"-----BEGIN RSA PRIVATE KEY-----\n" + body + "\n-----END RSA PRIVATE KEY-----\" # key\r\nB='open\nC=3\n"
-	got, found := MaskEnvFile([]byte(in), nil, newPlaceholders("k").mask)
+	got, found := MaskEnvFile([]byte(in), nil, NewPlaceholders("k").Mask)
 	out := string(got)
 	if strings.Contains(out, "secretbodyline") || !strings.HasPrefix(out, "A=1\nKEY=\"jail-secret-KEY-") || !strings.Contains(out, "\" # key\r\n") {
 		t.Errorf("masked:\n%s", out)
@@ -38,18 +38,18 @@ func TestReadEnvFile(t *testing.T) {
 	os.Symlink(reg, filepath.Join(dir, "link"))
 	syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600)
 	os.WriteFile(filepath.Join(dir, "big"), make([]byte, maxEnvFile+1), 0o600)
-	if got := string(readEnvFile(reg)); got != "A=1\n" {
+	if got := string(ReadEnvFile(reg)); got != "A=1\n" {
 		t.Errorf("regular file: %q", got)
 	}
 	done := make(chan bool)
 	go func() {
 		for _, p := range []string{"link", "fifo", "big", "."} {
-			if b := readEnvFile(filepath.Join(dir, p)); b != nil {
+			if b := ReadEnvFile(filepath.Join(dir, p)); b != nil {
 				t.Errorf("%s: read %d bytes, want none", p, len(b))
 			}
 		}
 		for _, p := range []string{"/proc/self/environ", "/dev/zero", "/sys/kernel/mm/transparent_hugepage/enabled"} {
-			if b := readEnvFile(p); b != nil {
+			if b := ReadEnvFile(p); b != nil {
 				t.Errorf("%s: read %d bytes, want none", p, len(b))
 			}
 		}
@@ -66,7 +66,7 @@ func TestReadEnvFile(t *testing.T) {
 // secret is left after the placeholder.
 func TestMaskEnvFileEscapedQuote(t *testing.T) {
 	in := `DB_PASSWORD="abc\"tail-of-the-secret" # c` + "\nSINGLE_TOKEN='x\\'\n"
-	got, found := MaskEnvFile([]byte(in), nil, newPlaceholders("k").mask)
+	got, found := MaskEnvFile([]byte(in), nil, NewPlaceholders("k").Mask)
 	if strings.Contains(string(got), "tail-of-the-secret") || len(found) != 2 || found[0].Value != `abc\"tail-of-the-secret` || found[1].Value != `x\` {
 		t.Errorf("masked %q, found %+v", got, found)
 	}

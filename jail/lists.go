@@ -12,21 +12,21 @@ import (
 // CredentialStores returns the credential stores in home that every jail
 // masks, even when a policy makes a parent directory visible; globs are
 // expanded when the jail starts.
-func CredentialStores(home string) []string { return joinEach(home, homeDeny) }
+func CredentialStores(home string) []string { return joinEach(home, HomeDeny) }
 
 // ProtectedProjectPaths returns the paths in the project at root that stay
 // read-only inside the writable project, because a later, unjailed program
 // would run what they hold: those held even when missing, then those held
 // when present.
 func ProtectedProjectPaths(root string) []string {
-	return joinEach(root, append(append([]string{".git"}, projectProtected...), projectProtectedPresent...))
+	return joinEach(root, append(append([]string{".git"}, ProjectProtected...), ProjectProtectedPresent...))
 }
 
 // ProtectedHomePaths returns the paths in home that stay read-only
 // whenever a policy makes them writable: startup files, caches, and the
 // agents' files that declare commands.
 func ProtectedHomePaths(home string) []string {
-	return joinEach(home, append(append([]string{}, homeProtected...), agentCommandPaths...))
+	return joinEach(home, append(append([]string{}, HomeProtected...), AgentCommandRel...))
 }
 
 // SystemSecrets returns the host files every jail masks although the
@@ -50,7 +50,7 @@ var systemDeny = credstores.System
 // homeDeny are the credential stores of the home, relative to it (a
 // directory entry ends in "/"); they stay masked in every mode, even when
 // a policy makes a parent directory visible.
-var homeDeny = credstores.Home
+var HomeDeny = credstores.Home
 
 // projectProtected are paths that stay read-only inside the writable project
 // because a later, unjailed program would execute or obey what they
@@ -59,7 +59,7 @@ var homeDeny = credstores.Home
 // placeholders while the jail runs, bound read-only, and removed
 // afterwards. The .git directories themselves are handled apart (see
 // gitDirs in Build): they stay writable but pinned.
-var projectProtected = []string{
+var ProjectProtected = []string{
 	".git/hooks/", ".git/config", ".git/info/",
 	".git/modules/*/hooks", ".git/modules/*/config", ".git/modules/*/modules/*/hooks", ".git/modules/*/modules/*/config",
 	".git/worktrees/*",
@@ -77,7 +77,7 @@ var projectProtected = []string{
 // hook already in .git/hooks (or core.hooksPath), mise asks before it
 // trusts a new config, a new jail.json that widens needs trust, a new
 // uv.toml runs nothing, and git takes a new .gitmodules up only when told.
-var projectProtectedPresent = []string{
+var ProjectProtectedPresent = []string{
 	".gitmodules", ".husky/", ".pre-commit-config.yaml", ".overcommit.yml",
 	"lefthook.yml", "lefthook.yaml", "lefthook.toml", "lefthook.json", ".lefthook.yml", ".lefthook.yaml", ".lefthook.toml", ".lefthook.json",
 	"lefthook-local.yml", "lefthook-local.yaml", "lefthook-local.toml", "lefthook-local.json", ".lefthook-local.yml", ".lefthook-local.yaml",
@@ -89,7 +89,7 @@ var projectProtectedPresent = []string{
 // own, and the caches and settings an unjailed toolchain takes as they are
 // (poisonableCaches). Missing ones inside a writable tree get
 // placeholders, as in the project.
-var homeProtected = append([]string{
+var HomeProtected = append([]string{
 	".ssh/", ".gitconfig", ".config/git/", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases",
 	".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish/", ".inputrc", ".xprofile", ".xsession",
 	".xinitrc", ".pam_environment", ".config/environment.d/", ".config/autostart/", ".config/systemd/",
@@ -101,4 +101,4 @@ var homeProtected = append([]string{
 
 // nestedGit finds the .git of repositories inside the project (nested
 // clones, submodule checkouts): each is guarded like the project's own.
-const nestedGit = "**/.git"
+const NestedGit = "**/.git"

@@ -9,17 +9,17 @@ import (
 
 // systemPaths are bound read-only when they exist; symlinks (merged /usr)
 // are recreated as symlinks.
-var systemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys/devices/system/cpu"}
+var SystemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys/devices/system/cpu"}
 
 // SystemDirs are the system paths every jail may read: what a learning run
 // reads there needs no profile.
-func SystemDirs() []string { return append([]string(nil), systemPaths...) }
+func SystemDirs() []string { return append([]string(nil), SystemPaths...) }
 
 // ReadOnlyHome are the home paths every jail keeps read-only, whatever a
 // policy says: a learning run never proposes writing them.
 func ReadOnlyHome(home string) []string {
-	out := make([]string, 0, len(homeProtected))
-	for _, rel := range homeProtected {
+	out := make([]string, 0, len(HomeProtected))
+	for _, rel := range HomeProtected {
 		out = append(out, filepath.Join(home, rel))
 	}
 	return append(out, AgentCommandPaths(home)...)
@@ -28,11 +28,11 @@ func ReadOnlyHome(home string) []string {
 // agentStartFile is a file an agent writes into its read-only project
 // directory when it starts, as it would unjailed, and the content it
 // writes there.
-type agentStartFile struct{ path, content string }
+type agentStartFile struct{ Path, Content string }
 
 // agentStartFiles: OpenCode ends a run when it cannot write
 // .opencode/.gitignore, and writes nothing when one is there.
-var agentStartFiles = []agentStartFile{
+var AgentStartFiles = []agentStartFile{
 	{".opencode/.gitignore", "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore"},
 }
 
@@ -49,13 +49,13 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 			}
 		}
 	}
-	add(systemPaths...)
+	add(SystemPaths...)
 	add(systemDeny...)
 	add("/etc/resolv.conf")
 	add(pol.ProjectRoot, home)
 	// Home paths matter only where the jail shows the home: a path in or
 	// above a tree it binds. Start-up stats none of the rest.
-	shown := shownRoots(pol, home)
+	shown := ShownRoots(pol, home)
 	inHome := func(list ...string) {
 		for _, p := range list {
 			if related(p, shown) {
@@ -63,35 +63,35 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 			}
 		}
 	}
-	for _, p := range homeDeny {
+	for _, p := range HomeDeny {
 		inHome(filepath.Join(home, p))
 	}
-	for _, p := range homeProtected {
-		inHome(withParents(filepath.Join(home, p), home)...)
+	for _, p := range HomeProtected {
+		inHome(WithParents(filepath.Join(home, p), home)...)
 	}
 	inHome(agentInterest(home)...)
 	inHome(signInInterest(home)...)
-	for _, p := range append(append([]string{}, projectProtected...), projectProtectedPresent...) {
-		add(withParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
+	for _, p := range append(append([]string{}, ProjectProtected...), ProjectProtectedPresent...) {
+		add(WithParents(filepath.Join(pol.ProjectRoot, p), pol.ProjectRoot)...)
 	}
-	for _, sf := range agentStartFiles {
-		add(filepath.Join(pol.ProjectRoot, sf.path))
+	for _, sf := range AgentStartFiles {
+		add(filepath.Join(pol.ProjectRoot, sf.Path))
 	}
 	add(filepath.Join(pol.ProjectRoot, ".git", "info", "exclude"))
-	add(filepath.Join(pol.ProjectRoot, ".git"), filepath.Join(pol.ProjectRoot, nestedGit))
+	add(filepath.Join(pol.ProjectRoot, ".git"), filepath.Join(pol.ProjectRoot, NestedGit))
 	add(filepath.Join(pol.ProjectRoot, ".git", "commondir"), filepath.Join(pol.ProjectRoot, "HEAD"))
-	add(secretFiles(pol)...)
+	add(SecretFiles(pol)...)
 	add(pol.AllowRead...)
 	add(pol.AllowWrite...)
 	add(pol.DenyRead...)
 	add(pol.DenyWrite...)
-	return union(nil, paths), union(nil, patterns)
+	return Union(nil, paths), Union(nil, patterns)
 }
 
 // shownRoots are the host trees a policy shows: the project, the allowed
 // paths (a glob by its fixed part), and in learning and watch modes the
 // whole home.
-func shownRoots(pol *Policy, home string) []string {
+func ShownRoots(pol *Policy, home string) []string {
 	roots := []string{pol.ProjectRoot}
 	if pol.Mode != "" {
 		roots = append(roots, home)
@@ -108,7 +108,7 @@ func shownRoots(pol *Policy, home string) []string {
 // related reports whether p is in or above one of roots.
 func related(p string, roots []string) bool {
 	for _, r := range roots {
-		if under(p, r) || under(r, p) {
+		if Under(p, r) || Under(r, p) {
 			return true
 		}
 	}
@@ -117,7 +117,7 @@ func related(p string, roots []string) bool {
 
 // joinRel joins a list entry to its base, keeping the trailing "/" that
 // marks a directory.
-func joinRel(base, rel string) string {
+func JoinRel(base, rel string) string {
 	p := filepath.Join(base, rel)
 	if strings.HasSuffix(rel, "/") {
 		p += "/"
@@ -127,18 +127,18 @@ func joinRel(base, rel string) string {
 
 // withParents is path and the directories between top and it; guarding
 // a path needs to know which of them exist.
-func withParents(path, top string) []string {
+func WithParents(path, top string) []string {
 	if HasMeta(path) {
 		return []string{path}
 	}
-	return append(parentsBelow(path, top), path)
+	return append(ParentsBelow(path, top), path)
 }
 
 // parentsBelow lists the directories strictly between top and path,
 // outermost first.
-func parentsBelow(path, top string) []string {
+func ParentsBelow(path, top string) []string {
 	var out []string
-	for d := filepath.Dir(path); d != top && under(d, top); d = filepath.Dir(d) {
+	for d := filepath.Dir(path); d != top && Under(d, top); d = filepath.Dir(d) {
 		out = append([]string{d}, out...)
 	}
 	return out
@@ -147,9 +147,9 @@ func parentsBelow(path, top string) []string {
 // deniedPatterns are the paths and globs the jail masks: the system and
 // home credential stores, the policy's denyRead, and jail's own CA key and
 // decision log, wherever XDG puts them.
-func deniedPatterns(pol *Policy, home, caDir, stateDir string) []string {
+func DeniedPatterns(pol *Policy, home, caDir, stateDir string) []string {
 	out := append([]string{}, systemDeny...)
-	for _, rel := range homeDeny {
+	for _, rel := range HomeDeny {
 		out = append(out, filepath.Join(home, rel))
 	}
 	out = append(out, pol.DenyRead...)
@@ -162,7 +162,7 @@ func deniedPatterns(pol *Policy, home, caDir, stateDir string) []string {
 }
 
 // coveredBy reports whether p lies strictly below one of the set's paths.
-func coveredBy(p string, set map[string]bool) bool {
+func CoveredBy(p string, set map[string]bool) bool {
 	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
 		if set[d] {
 			return true
@@ -175,7 +175,7 @@ func coveredBy(p string, set map[string]bool) bool {
 
 // caVars are the variables toolchains read for extra or replacement CA
 // bundles; all name the bundle bound at CABundlePath (see trustOp).
-var caVars = []string{
+var CAVars = []string{
 	"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
 	"PIP_CERT", "DENO_CERT", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "NIX_SSL_CERT_FILE", "HEX_CACERTS_PATH",
 	"npm_config_cafile", "BUNDLE_SSL_CA_CERT", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
@@ -184,12 +184,12 @@ var caVars = []string{
 // secretFiles are the absolute glob patterns of files whose secret values
 // are masked: .env, .env* and .envs/ anywhere in the project, always, and
 // what secrets.files adds. A config can add masks, never remove these.
-func secretFiles(pol *Policy) []string {
+func SecretFiles(pol *Policy) []string {
 	var out []string
 	for _, p := range defaultSecretFiles {
 		out = append(out, filepath.Join(pol.ProjectRoot, p))
 	}
-	return union(out, pol.Secrets.Files)
+	return Union(out, pol.Secrets.Files)
 }
 
 // HomeDir returns the user's home: $HOME when it is absolute, else the

@@ -10,7 +10,7 @@ import (
 // readBounded reads a regular file of at most max bytes. It is opened
 // without blocking, so a FIFO planted under the name cannot hang jail, and
 // anything but a regular file is an error.
-func readBounded(path string, max int64) ([]byte, error) {
+func ReadBounded(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -38,9 +38,9 @@ const maxEnvFile = 1 << 20
 // is read, opened without following a last symlink (the plan resolved it)
 // and without blocking, so that a name leading to a FIFO, a terminal or a
 // device shows an empty file instead of hanging or reading a stream.
-func readEnvFile(path string) []byte {
+func ReadEnvFile(path string) []byte {
 	for _, pseudo := range []string{"/proc", "/dev", "/sys"} {
-		if under(path, pseudo) {
+		if Under(path, pseudo) {
 			return nil // another process's environment, a device: never a .env
 		}
 	}

@@ -7,13 +7,13 @@ import (
 // signInRule is an agent's sign-in file: the file its CLI keeps its
 // tokens in, where each token sits in it, and where the provider takes
 // them.
-type signInRule struct {
+type SignInRule struct {
 	Profile string // the profile that makes the file the agent's
 	Rel     string // relative to the home
 	Format  string // "claude"
 	// Tokens are the JSON paths of the tokens in the file and the secret
 	// each is.
-	Tokens []signInToken
+	Tokens []SignInToken
 	// Endpoint is the provider's token endpoint (host and path), where a
 	// refresh token is sent and new tokens come from.
 	EndpointHost, EndpointPath string
@@ -21,7 +21,7 @@ type signInRule struct {
 	// starting with "*" stands for that path under every key, and the
 	// key's entry here says where its tokens go (see expandSignInRule).
 	// A key missing here gets placeholders bound nowhere.
-	Providers map[string]signInProvider
+	Providers map[string]SignInProvider
 	// Key is, in a rule expanded for one key of a keyed file, that key.
 	Key string
 	// Missing is what a missing file is held as in a session view: its
@@ -38,13 +38,13 @@ type signInRule struct {
 // is a new credential.
 type issuedToken struct {
 	Host, Path string
-	Token      signInToken
+	Token      SignInToken
 }
 
 // signInProvider is where one provider of a keyed sign-in file takes its
 // tokens: its API key and access token to Hosts at Inject, its refresh
 // token to its token endpoint, if it has one.
-type signInProvider struct {
+type SignInProvider struct {
 	Hosts, Inject []string // the API key's
 	// AccessHosts and AccessInject are the OAuth access token's; nil
 	// takes Hosts and Inject.
@@ -53,7 +53,7 @@ type signInProvider struct {
 }
 
 // signInToken is one token of a sign-in file.
-type signInToken struct {
+type SignInToken struct {
 	Path   []string // JSON keys from the top
 	Field  string   // the token endpoint's answer field that replaces it
 	Name   string   // the secret's name
@@ -82,17 +82,17 @@ type SignInFile struct {
 	// made inside still gets placeholders, and Keep says whether the host
 	// may keep it after exit (with the person's yes).
 	Missing, Keep bool
-	Rule          signInRule
+	Rule          SignInRule
 	// rules are the rules the file's tokens were taken by, once its copy
 	// is written: Rule's expansion for the file (expandSignInRule).
-	rules []signInRule
+	Rules []SignInRule
 }
 
 // signInInterest are the sign-in files, and their directories, whose
 // facts a plan needs.
 func signInInterest(home string) []string {
 	var out []string
-	for _, r := range signInRules {
+	for _, r := range SignInRules {
 		out = append(out, filepath.Join(home, r.Rel), filepath.Dir(filepath.Join(home, r.Rel)))
 	}
 	return out

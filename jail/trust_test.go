@@ -175,7 +175,7 @@ func TestWideningSecretsEnvNarrowing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hosts := secretHosts("ANTHROPIC_API_KEY", pol.Secrets.Env); len(hosts) == 0 {
+	if hosts := SecretHosts("ANTHROPIC_API_KEY", pol.Secrets.Env); len(hosts) == 0 {
 		t.Errorf("the merge no longer undoes the user's binding (%v): this test's premise changed", hosts)
 	}
 }

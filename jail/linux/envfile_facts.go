@@ -1,0 +1,73 @@
+package linux
+
+import (
+	"sort"
+	"syscall"
+
+	"github.com/jailsh/jail/jail"
+)
+
+// Facts about secrets, gathered before planning: the session key and the
+// names of the secrets in .env files.
+
+// secretFilePaths are the files the secret-file patterns match that jail
+// masks, as read (a symlink's target).
+func (f *Facts) secretFilePaths(pol *jail.Policy) []string {
+	var out []string
+	for _, pat := range jail.SecretFiles(pol) {
+		files := []string{pat}
+		if jail.HasMeta(pat) {
+			files = f.Matches[pat]
+		}
+		for _, path := range files {
+			in := f.info(path)
+			if !in.Exists || in.Dir || in.Unreadable {
+				continue
+			}
+			if in.Resolved != "" {
+				path = in.Resolved
+			}
+			out = append(out, path)
+		}
+	}
+	return jail.Union(nil, out)
+}
+
+// noteLinked notes in c a file with more than one hard link, as one whose
+// other names must be hidden (sensitive).
+func noteLinked(path string, c *linkCensus, sensitive map[[2]uint64]string) {
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink < 2 {
+		return
+	}
+	key := [2]uint64{uint64(st.Dev), st.Ino}
+	c.note(path, key, uint64(st.Nlink), false)
+	if sensitive[key] == "" {
+		sensitive[key] = path
+	}
+}
+
+// envFileSecrets are the names of the secrets each .env file holds (the
+// values that MaskEnvFile replaces), for `jail plan`: read while gathering
+// facts, bounded like the copies, never keeping a value.
+func envFileSecrets(pol *jail.Policy, f *Facts) map[string][]string {
+	forced := map[string]bool{}
+	for n := range pol.Secrets.Env {
+		forced[n] = true
+	}
+	out := map[string][]string{}
+	for _, src := range f.secretFilePaths(pol) {
+		_, found := jail.MaskEnvFile(jail.ReadEnvFile(src), forced, func(name, _ string) (string, []jail.SecretPiece) {
+			return "", []jail.SecretPiece{{Name: name}}
+		})
+		var names []string
+		for _, fv := range found {
+			names = append(names, fv.Name)
+		}
+		if len(names) > 0 {
+			sort.Strings(names)
+			out[src] = jail.Union(nil, names)
+		}
+	}
+	return out
+}
