@@ -30,7 +30,8 @@ test-deps:
 	@tests/deps.sh --test
 	@tests/setup-user.sh
 
-# The whole suite: vet, the other platform compiles, unit tests, and the
+# The whole suite: vet, the other platform compiles (every package and its
+# tests), unit tests, and the
 # end-to-end tests of the built binary as root and as an unprivileged user.
 # arm64: both binaries build as released (static, no cgo), vet passes, and
 # the tests of the architecture-specific packages compile and link (-exec
@@ -38,6 +39,7 @@ test-deps:
 test: test-deps
 	$(GO) vet ./...
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./...
+	for p in $$(GOOS=darwin CGO_ENABLED=0 $(GO) list ./...); do GOOS=darwin CGO_ENABLED=0 $(GO) test -c -o /dev/null $$p || exit 1; done
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/jail
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/jail-init
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...

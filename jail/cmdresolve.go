@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // maxCommandTree bounds the entries of an install tree jail makes readable
@@ -99,6 +97,9 @@ func (c *CommandExposure) AddTo(pol *Policy) {
 	}
 }
 
+// xOK asks access(2) whether a file may be executed.
+const xOK = 1
+
 // hostLookPath finds an executable file called name on pathEnv. With dir
 // "" only absolute entries are searched; otherwise only relative ones,
 // taken from dir.
@@ -108,7 +109,7 @@ func hostLookPath(name, pathEnv, dir string) string {
 			continue
 		}
 		p := filepath.Join(dir, d, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && syscall.Access(p, xOK) == nil {
 			return p
 		}
 	}
