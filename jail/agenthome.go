@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// agentCommandPaths are the files and directories in the home in which
+// AgentCommandRel are the files and directories in the home in which
 // coding agents declare commands they run later, outside any jail when
 // the user runs them unjailed: hooks, MCP servers, plugins, extensions,
 // custom tools and commands, status lines, credential helpers, and the
@@ -87,7 +87,7 @@ func AgentCommandPaths(home string) []string {
 	return out
 }
 
-// agentFile is a home file an agent rewrites as it runs (so it cannot be
+// AgentFileRule is a home file an agent rewrites as it runs (so it cannot be
 // read-only) but in which some keys declare commands or widen what the
 // agent may run.
 type AgentFileRule struct {
@@ -118,7 +118,7 @@ var claudeProtected = []string{
 	"enabledPlugins", "extraKnownMarketplaces", "pluginConfigs", "sshConfigs", "primaryApiKey",
 }
 
-// agentFiles are the files shown inside as a session copy whenever the
+// AgentFileRules are the files shown inside as a session copy whenever the
 // plan makes them visible and writable, whichever layer does.
 //
 // Claude Code rewrites ~/.claude.json by writing a temporary file beside

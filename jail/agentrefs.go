@@ -40,7 +40,7 @@ func settingsFiles(home, rel string) []string {
 // starting.
 const maxSettings = 64 << 20
 
-// referencedPrograms returns the files in the home that the agents'
+// ReferencedPrograms returns the files in the home that the agents'
 // settings files name as programs to run (~/.claude/statusline.sh, a hook
 // script): a writable home would otherwise let a jailed command rewrite
 // what the unjailed agent runs next. Only settings in trees the jail shows

@@ -45,7 +45,7 @@ func AgentSandboxNames() []string { return SortedKeys(agentSandboxes) }
 // sandbox ("" for an agent it does not know).
 func AgentSandboxSummary(name string) string { return agentSandboxes[name].summary }
 
-// agentIndex is the index in argv of the agent's own program: argv[0]
+// AgentIndex is the index in argv of the agent's own program: argv[0]
 // named prog, or the package an npx, bunx or pnpx line runs; -1 when the
 // command runs the agent some other way.
 func AgentIndex(argv []string, prog, pkg string) int {

@@ -73,7 +73,7 @@ func ReadOnlyCaches(home string) []string {
 	return out
 }
 
-// writableBelow returns the writable paths that lie strictly below a
+// WritableBelow returns the writable paths that lie strictly below a
 // literal protected path: a policy that opens part of a protected tree
 // (allowWrite ~/.cargo/registry/src) gets that part read-only, as it would
 // get the whole tree.

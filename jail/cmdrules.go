@@ -163,7 +163,7 @@ func skipOptions(args []string, withValue map[string]bool) []string {
 	return args
 }
 
-// progName is the base name a rule is written against ("/usr/bin/git" ->
+// ProgName is the base name a rule is written against ("/usr/bin/git" ->
 // "git"); a path that ends in a slash names no program.
 func ProgName(p string) string {
 	if b := filepath.Base(p); b != "/" && b != "." {

@@ -162,7 +162,7 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 // a shorter one would match unrelated text.
 const minRepeated = 8
 
-// maskRepeated replaces, in a value no rule took for a secret, every
+// MaskRepeated replaces, in a value no rule took for a secret, every
 // occurrence of a secret's value by its placeholder (the longest values
 // first): a credential copied under an innocent name
 // (BACKUP=<the API key>, CURL_FLAGS=-H "x-api-key: <it>") is still the

@@ -29,7 +29,7 @@ func TestMaskEnvFileMultiline(t *testing.T) {
 	}
 }
 
-// readEnvFile reads regular files only, bounded, without following a last
+// ReadEnvFile reads regular files only, bounded, without following a last
 // symlink or blocking on a FIFO; /proc, /dev and /sys are never read.
 func TestReadEnvFile(t *testing.T) {
 	dir := t.TempDir()

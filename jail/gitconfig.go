@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// hooksPaths returns the directories core.hooksPath names in the
+// HooksPaths returns the directories core.hooksPath names in the
 // project's .git/config and the user's ~/.gitconfig and
 // ~/.config/git/config, read from the files (git is never run): an
 // unjailed git runs what they hold. Relative paths are taken against the

@@ -60,7 +60,7 @@ func SegMatch(pat, seg string) bool {
 	return err == nil && m
 }
 
-// under reports whether path is dir or below it.
+// Under reports whether path is dir or below it.
 func Under(path, dir string) bool {
 	if dir == "/" {
 		return true

@@ -47,12 +47,12 @@ func joinEach(dir string, list []string) []string {
 // visible; they matter when jail runs as root.
 var systemDeny = credstores.System
 
-// homeDeny are the credential stores of the home, relative to it (a
+// HomeDeny are the credential stores of the home, relative to it (a
 // directory entry ends in "/"); they stay masked in every mode, even when
 // a policy makes a parent directory visible.
 var HomeDeny = credstores.Home
 
-// projectProtected are paths that stay read-only inside the writable project
+// ProjectProtected are paths that stay read-only inside the writable project
 // because a later, unjailed program would execute or obey what they
 // contain, without asking, as soon as they exist. An entry ending in "/" is
 // a directory. Those missing at start are created on the host as
@@ -71,7 +71,7 @@ var ProjectProtected = []string{
 	"**/jail.json",
 }
 
-// projectProtectedPresent are read-only when they exist at start. A new
+// ProjectProtectedPresent are read-only when they exist at start. A new
 // one needs a step outside the jail before anything runs it, so no
 // placeholder holds its place: hook managers' configs act only through a
 // hook already in .git/hooks (or core.hooksPath), mise asks before it
@@ -84,7 +84,7 @@ var ProjectProtectedPresent = []string{
 	".lefthook/", ".lefthook-local/", "mise.toml", ".mise.toml", "uv.toml", "jail.json",
 }
 
-// homeProtected are read-only whenever a policy makes them writable: shell
+// HomeProtected are read-only whenever a policy makes them writable: shell
 // startup files, what is on PATH, git's and ssh's configuration, and jail's
 // own, and the caches and settings an unjailed toolchain takes as they are
 // (poisonableCaches). Missing ones inside a writable tree get
@@ -99,6 +99,6 @@ var HomeProtected = append([]string{
 	".gdbinit", ".ipython/", ".vscode/extensions/", ".config/Code/User/",
 }, poisonableCaches...)
 
-// nestedGit finds the .git of repositories inside the project (nested
+// NestedGit finds the .git of repositories inside the project (nested
 // clones, submodule checkouts): each is guarded like the project's own.
 const NestedGit = "**/.git"

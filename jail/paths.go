@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// systemPaths are bound read-only when they exist; symlinks (merged /usr)
+// SystemPaths are bound read-only when they exist; symlinks (merged /usr)
 // are recreated as symlinks.
 var SystemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys/devices/system/cpu"}
 
@@ -30,7 +30,7 @@ func ReadOnlyHome(home string) []string {
 // writes there.
 type agentStartFile struct{ Path, Content string }
 
-// agentStartFiles: OpenCode ends a run when it cannot write
+// AgentStartFiles: OpenCode ends a run when it cannot write
 // .opencode/.gitignore, and writes nothing when one is there.
 var AgentStartFiles = []agentStartFile{
 	{".opencode/.gitignore", "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore"},
@@ -88,7 +88,7 @@ func Interest(pol *Policy, home string) (paths, patterns []string) {
 	return Union(nil, paths), Union(nil, patterns)
 }
 
-// shownRoots are the host trees a policy shows: the project, the allowed
+// ShownRoots are the host trees a policy shows: the project, the allowed
 // paths (a glob by its fixed part), and in learning and watch modes the
 // whole home.
 func ShownRoots(pol *Policy, home string) []string {
@@ -115,7 +115,7 @@ func related(p string, roots []string) bool {
 	return false
 }
 
-// joinRel joins a list entry to its base, keeping the trailing "/" that
+// JoinRel joins a list entry to its base, keeping the trailing "/" that
 // marks a directory.
 func JoinRel(base, rel string) string {
 	p := filepath.Join(base, rel)
@@ -125,7 +125,7 @@ func JoinRel(base, rel string) string {
 	return p
 }
 
-// withParents is path and the directories between top and it; guarding
+// WithParents is path and the directories between top and it; guarding
 // a path needs to know which of them exist.
 func WithParents(path, top string) []string {
 	if HasMeta(path) {
@@ -134,7 +134,7 @@ func WithParents(path, top string) []string {
 	return append(ParentsBelow(path, top), path)
 }
 
-// parentsBelow lists the directories strictly between top and path,
+// ParentsBelow lists the directories strictly between top and path,
 // outermost first.
 func ParentsBelow(path, top string) []string {
 	var out []string
@@ -144,7 +144,7 @@ func ParentsBelow(path, top string) []string {
 	return out
 }
 
-// deniedPatterns are the paths and globs the jail masks: the system and
+// DeniedPatterns are the paths and globs the jail masks: the system and
 // home credential stores, the policy's denyRead, and jail's own CA key and
 // decision log, wherever XDG puts them.
 func DeniedPatterns(pol *Policy, home, caDir, stateDir string) []string {
@@ -161,7 +161,7 @@ func DeniedPatterns(pol *Policy, home, caDir, stateDir string) []string {
 	return out
 }
 
-// coveredBy reports whether p lies strictly below one of the set's paths.
+// CoveredBy reports whether p lies strictly below one of the set's paths.
 func CoveredBy(p string, set map[string]bool) bool {
 	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
 		if set[d] {
@@ -173,7 +173,7 @@ func CoveredBy(p string, set map[string]bool) bool {
 	}
 }
 
-// caVars are the variables toolchains read for extra or replacement CA
+// CAVars are the variables toolchains read for extra or replacement CA
 // bundles; all name the bundle bound at CABundlePath (see trustOp).
 var CAVars = []string{
 	"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
@@ -181,7 +181,7 @@ var CAVars = []string{
 	"npm_config_cafile", "BUNDLE_SSL_CA_CERT", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
 }
 
-// secretFiles are the absolute glob patterns of files whose secret values
+// SecretFiles are the absolute glob patterns of files whose secret values
 // are masked: .env, .env* and .envs/ anywhere in the project, always, and
 // what secrets.files adds. A config can add masks, never remove these.
 func SecretFiles(pol *Policy) []string {

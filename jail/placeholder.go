@@ -67,7 +67,7 @@ var secretShapes = []secretShape{
 	{name: "pem", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)},
 }
 
-// shapeOf returns the format of a value, or nil when it has none known.
+// ShapeOf returns the format of a value, or nil when it has none known.
 func ShapeOf(value string) *secretShape {
 	for i := range secretShapes {
 		s := &secretShapes[i]
@@ -143,7 +143,7 @@ func (k SessionKey) Placeholder(name, value string, ord int) string {
 	return head + rnd(s.alphabet, max(len(value)-len(head), 13))
 }
 
-// placeholderName is name with every byte a placeholder may not hold
+// PlaceholderName is name with every byte a placeholder may not hold
 // replaced by '_'.
 func PlaceholderName(name string) string {
 	return strings.Map(func(r rune) rune {
@@ -179,7 +179,7 @@ func (k SessionKey) random(name string, ord int) func(alphabet string, n int) st
 	}
 }
 
-// newSessionKey is a fresh random session key of 256 bits.
+// NewSessionKey is a fresh random session key of 256 bits.
 func NewSessionKey() SessionKey {
 	k := make([]byte, 32)
 	if _, err := rand.Read(k); err != nil {
@@ -188,7 +188,7 @@ func NewSessionKey() SessionKey {
 	return SessionKey(k)
 }
 
-// signInPlaceholder is the placeholder of a sign-in file's token.
+// SignInPlaceholder is the placeholder of a sign-in file's token.
 //
 // Codex reads the claims of its JWTs: the id token's ChatGPT plan type
 // (it refuses a ChatGPT sign-in without one), account and address, and

@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-// readBounded reads a regular file of at most max bytes. It is opened
+// ReadBounded reads a regular file of at most max bytes. It is opened
 // without blocking, so a FIFO planted under the name cannot hang jail, and
 // anything but a regular file is an error.
 func ReadBounded(path string, max int64) ([]byte, error) {
@@ -33,7 +33,7 @@ func ReadBounded(path string, max int64) ([]byte, error) {
 // inside as empty rather than risk passing a secret through.
 const maxEnvFile = 1 << 20
 
-// readEnvFile is the content of a .env file to mask, or nothing when it
+// ReadEnvFile is the content of a .env file to mask, or nothing when it
 // cannot be read safely: only a regular file of at most maxEnvFile bytes
 // is read, opened without following a last symlink (the plan resolved it)
 // and without blocking, so that a name leading to a FIFO, a terminal or a

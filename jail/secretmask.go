@@ -72,7 +72,7 @@ func validScheme(s string) bool {
 	return s != ""
 }
 
-// placeholders hands out one session's placeholders: the same name and
+// Placeholders hands out one session's placeholders: the same name and
 // value always get the same one, another value of the same name another.
 type Placeholders struct {
 	key  SessionKey
@@ -105,7 +105,7 @@ func (p *Placeholders) of(name, value string) string {
 	return p.key.Placeholder(name, value, ord)
 }
 
-// mask returns what a secret variable's value becomes inside the jail and
+// Mask returns what a secret variable's value becomes inside the jail and
 // the secrets it stands for. In a URL with a password only the password
 // is replaced, so that the URL still parses to the same user, host, port
 // and path; in a URL named as a secret with a user but no password (a

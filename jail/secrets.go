@@ -50,7 +50,7 @@ func Bindings(names []string, pol *Policy) []SecretBinding {
 	return out
 }
 
-// secretHosts is where the secret name may be injected: secrets.env from
+// SecretHosts is where the secret name may be injected: secrets.env from
 // the policy wins over the built-in provider bindings.
 func SecretHosts(name string, env map[string]SecretEnv) []string {
 	if b, ok := env[name]; ok {
@@ -59,7 +59,7 @@ func SecretHosts(name string, env map[string]SecretEnv) []string {
 	return providerHosts[name]
 }
 
-// secretInject is where in a request the secret name may be injected:
+// SecretInject is where in a request the secret name may be injected:
 // secrets.env's "inject" when written, else the provider's fields, else
 // (nil) any request header field. Body, path and query injection happen
 // only when a binding asks for them.

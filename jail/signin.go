@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 )
 
-// signInRule is an agent's sign-in file: the file its CLI keeps its
+// SignInRule is an agent's sign-in file: the file its CLI keeps its
 // tokens in, where each token sits in it, and where the provider takes
 // them.
 type SignInRule struct {
@@ -41,7 +41,7 @@ type issuedToken struct {
 	Token      SignInToken
 }
 
-// signInProvider is where one provider of a keyed sign-in file takes its
+// SignInProvider is where one provider of a keyed sign-in file takes its
 // tokens: its API key and access token to Hosts at Inject, its refresh
 // token to its token endpoint, if it has one.
 type SignInProvider struct {
@@ -52,7 +52,7 @@ type SignInProvider struct {
 	EndpointHost, EndpointPath string
 }
 
-// signInToken is one token of a sign-in file.
+// SignInToken is one token of a sign-in file.
 type SignInToken struct {
 	Path   []string // JSON keys from the top
 	Field  string   // the token endpoint's answer field that replaces it
@@ -83,7 +83,7 @@ type SignInFile struct {
 	// may keep it after exit (with the person's yes).
 	Missing, Keep bool
 	Rule          SignInRule
-	// rules are the rules the file's tokens were taken by, once its copy
+	// Rules are the rules the file's tokens were taken by, once its copy
 	// is written: Rule's expansion for the file (expandSignInRule).
 	Rules []SignInRule
 }

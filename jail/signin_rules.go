@@ -22,7 +22,7 @@ const googleOAuthHost = "oauth2.googleapis.com"
 // account's address from.
 var geminiAccessHosts = []string{"cloudcode-pa.googleapis.com", googleOAuthHost, "www.googleapis.com"}
 
-// signInRules are the sign-in files jail knows, read from the CLIs'
+// SignInRules are the sign-in files jail knows, read from the CLIs'
 // code.
 //
 // Claude Code keeps {"claudeAiOauth": {"accessToken", "refreshToken",
@@ -133,7 +133,7 @@ var SignInRules = []SignInRule{{
 	},
 }}
 
-// copilotHosts are where Copilot CLI sends its GitHub token.
+// CopilotHosts are where Copilot CLI sends its GitHub token.
 var CopilotHosts = []string{"api.github.com", "*.githubcopilot.com"}
 
 // ampAPIKey is the key of Amp's API key for its default server in its
