@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"syscall"
 )
 
@@ -58,4 +59,30 @@ func ReadEnvFile(path string) []byte {
 		return nil
 	}
 	return b
+}
+
+// EnvFileSecrets are the names of the secrets each .env file of files
+// holds (the values that MaskEnvFile replaces), by file, for `jail plan`:
+// read while gathering facts, bounded like the copies, never keeping a
+// value.
+func EnvFileSecrets(pol *Policy, files []string) map[string][]string {
+	forced := map[string]bool{}
+	for n := range pol.Secrets.Env {
+		forced[n] = true
+	}
+	out := map[string][]string{}
+	for _, src := range files {
+		_, found := MaskEnvFile(ReadEnvFile(src), forced, func(name, _ string) (string, []SecretPiece) {
+			return "", []SecretPiece{{Name: name}}
+		})
+		var names []string
+		for _, fv := range found {
+			names = append(names, fv.Name)
+		}
+		if len(names) > 0 {
+			sort.Strings(names)
+			out[src] = Union(nil, names)
+		}
+	}
+	return out
 }

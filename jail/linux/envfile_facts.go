@@ -1,7 +1,6 @@
 package linux
 
 import (
-	"sort"
 	"syscall"
 
 	"github.com/jailsh/jail/jail"
@@ -45,29 +44,4 @@ func noteLinked(path string, c *linkCensus, sensitive map[[2]uint64]string) {
 	if sensitive[key] == "" {
 		sensitive[key] = path
 	}
-}
-
-// envFileSecrets are the names of the secrets each .env file holds (the
-// values that MaskEnvFile replaces), for `jail plan`: read while gathering
-// facts, bounded like the copies, never keeping a value.
-func envFileSecrets(pol *jail.Policy, f *Facts) map[string][]string {
-	forced := map[string]bool{}
-	for n := range pol.Secrets.Env {
-		forced[n] = true
-	}
-	out := map[string][]string{}
-	for _, src := range f.secretFilePaths(pol) {
-		_, found := jail.MaskEnvFile(jail.ReadEnvFile(src), forced, func(name, _ string) (string, []jail.SecretPiece) {
-			return "", []jail.SecretPiece{{Name: name}}
-		})
-		var names []string
-		for _, fv := range found {
-			names = append(names, fv.Name)
-		}
-		if len(names) > 0 {
-			sort.Strings(names)
-			out[src] = jail.Union(nil, names)
-		}
-	}
-	return out
 }

@@ -87,7 +87,7 @@ func Gather(pol *jail.Policy, home, cwd string) (*Facts, error) {
 		return nil, err
 	}
 	statGuardFacts(f, pol.ProjectRoot)
-	f.EnvFileSecrets = envFileSecrets(pol, f)
+	f.EnvFileSecrets = jail.EnvFileSecrets(pol, f.secretFilePaths(pol))
 	if err := f.findHardLinks(pol); err != nil {
 		return nil, err
 	}
