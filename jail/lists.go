@@ -61,7 +61,7 @@ var HomeDeny = credstores.Home
 // a directory. Those missing at start are created on the host as
 // placeholders while the jail runs, bound read-only, and removed
 // afterwards. The .git directories themselves are handled apart (see
-// gitDirs in Build): they stay writable but pinned.
+// guardGit in the Linux planner): they stay writable but pinned.
 var ProjectProtected = []string{
 	".git/hooks/", ".git/config", ".git/info/",
 	".git/modules/*/hooks", ".git/modules/*/config", ".git/modules/*/modules/*/hooks", ".git/modules/*/modules/*/config",
