@@ -20,7 +20,7 @@ $(BIN): $(shell find cmd jail proxy bpf profiles internal -name '*.go' -o -name 
 
 # jail's init inside the jail, without the planner and the proxy: it starts
 # faster than the jail binary re-executing itself.
-$(INIT): $(shell find cmd/jail-init jail/inside jail/seccomp internal -name '*.go' -o -name '*.bpf' 2>/dev/null) go.mod go.sum
+$(INIT): $(shell find cmd/jail-init jail/linux/inside jail/linux/seccomp internal -name '*.go' -o -name '*.bpf' 2>/dev/null) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(INIT) ./cmd/jail-init
 
 deps:
@@ -30,7 +30,8 @@ test-deps:
 	@tests/deps.sh --test
 	@tests/setup-user.sh
 
-# The whole suite: vet, the other platform compiles, unit tests, and the
+# The whole suite: vet, the other platform compiles (every package and its
+# tests), unit tests, and the
 # end-to-end tests of the built binary as root and as an unprivileged user.
 # arm64: both binaries build as released (static, no cgo), vet passes, and
 # the tests of the architecture-specific packages compile and link (-exec
@@ -38,10 +39,11 @@ test-deps:
 test: test-deps
 	$(GO) vet ./...
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./...
+	for p in $$(GOOS=darwin CGO_ENABLED=0 $(GO) list ./...); do GOOS=darwin CGO_ENABLED=0 $(GO) test -c -o /dev/null $$p || exit 1; done
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/jail
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/jail-init
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) test -exec true ./jail/seccomp ./jail/inside ./bpf ./internal/sysnum
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) test -exec true ./jail/linux/seccomp ./jail/linux/inside ./bpf ./internal/sysnum
 	$(GO) test -count=1 -timeout 15m ./...
 
 unit: deps

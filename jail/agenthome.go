@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// agentCommandPaths are the files and directories in the home in which
+// AgentCommandRel are the files and directories in the home in which
 // coding agents declare commands they run later, outside any jail when
 // the user runs them unjailed: hooks, MCP servers, plugins, extensions,
 // custom tools and commands, status lines, credential helpers, and the
@@ -32,7 +32,7 @@ import (
 // package.json), which OpenCode installs itself from the npm registry, are
 // listed: code there runs in every later OpenCode, and its profile does not
 // reach the registry, so the install never succeeds inside anyway.
-var agentCommandPaths = []string{
+var AgentCommandRel = []string{
 	// Claude Code
 	".claude/settings.json", ".claude/settings.local.json", ".claude/hooks/", ".claude/plugins/",
 	".claude/local/",                      // the claude an older install's alias runs
@@ -75,31 +75,22 @@ var agentCommandPaths = []string{
 	".aider.conf.yml",
 }
 
-// agentPrivateDirs are the directories in the home where an agent keeps
-// state for one session only that its later runs still execute: Claude
-// Code sources every ~/.claude/session-env/SESSION/*-hook-N.sh before
-// each Bash command of that session, and resuming a session (--continue,
-// --resume) keeps its ID. The agent must write there as it runs, so
-// wherever the jail may write them they are a private empty directory,
-// thrown away after exit.
-var agentPrivateDirs = []string{".claude/session-env"}
-
 // AgentCommandPaths are the agents' command-bearing home paths under home
 // (an entry of the list ending in "/" is a directory; one with glob
 // characters holds its matches at start and names new ones after exit),
 // kept read-only by the planner whatever makes their parent writable.
 func AgentCommandPaths(home string) []string {
-	out := make([]string, 0, len(agentCommandPaths))
-	for _, rel := range agentCommandPaths {
+	out := make([]string, 0, len(AgentCommandRel))
+	for _, rel := range AgentCommandRel {
 		out = append(out, filepath.Join(home, rel))
 	}
 	return out
 }
 
-// agentFile is a home file an agent rewrites as it runs (so it cannot be
+// AgentFileRule is a home file an agent rewrites as it runs (so it cannot be
 // read-only) but in which some keys declare commands or widen what the
 // agent may run.
-type agentFile struct {
+type AgentFileRule struct {
 	Rel    string // relative to the home
 	Format string // only "json"
 	// Protected keys keep their host value (or their absence) at any
@@ -127,7 +118,7 @@ var claudeProtected = []string{
 	"enabledPlugins", "extraKnownMarketplaces", "pluginConfigs", "sshConfigs", "primaryApiKey",
 }
 
-// agentFiles are the files shown inside as a session copy whenever the
+// AgentFileRules are the files shown inside as a session copy whenever the
 // plan makes them visible and writable, whichever layer does.
 //
 // Claude Code rewrites ~/.claude.json by writing a temporary file beside
@@ -161,68 +152,8 @@ var claudeProtected = []string{
 // (a symlink, a FIFO) is not merged (one warning); a
 // jail killed before the merge leaves the host file as it was, and the
 // copy is dropped.
-var agentFiles = []agentFile{
+var AgentFileRules = []AgentFileRule{
 	{Rel: ".claude.json", Format: "json", Protected: claudeProtected, Split: []string{"projects", "projects.*"}},
-}
-
-// AgentFile is one agent file of a plan: the jail sees Copy at Path, and
-// jail merges Copy into Host after the command exits.
-type AgentFile struct {
-	Path string // where the jail sees the file
-	Host string // the host file merged into (symlinks resolved)
-	Copy string // host path of the session copy
-	// Dir, when set, is the private session directory holding Copy, bound
-	// read-write inside at Inside; Path is then a symlink to the copy
-	// there, so that a rename beside it works.
-	Dir    string
-	Inside string
-	// Missing is a host file that did not exist when the jail started:
-	// nothing is copied in, and the merge creates it.
-	Missing bool
-	Rule    agentFile
-}
-
-// agentSpot is where the jail sees an agent file (Dest), the host file
-// behind it (Host), whether the file lies alone in the throwaway home
-// (bound by itself or missing there, so a symlink may take its place),
-// and whether it is missing on the host.
-type agentSpot struct {
-	Dest, Host     string
-	Alone, Missing bool
-}
-
-// agentStateDir is where the jail sees the private directory of agent
-// file n.
-func agentStateDir(n int) string { return fmt.Sprintf("/run/jail/agent-%d", n) }
-
-// planAgentFiles returns the agent files of a plan and the binds that show
-// their copies. where tells, for a host path, where the jail sees it and
-// whether the jail may write it there (visible or missing in the throwaway
-// home, writable, neither read-only nor masked, not thrown away).
-func planAgentFiles(home, sessionDir string, where func(string) (agentSpot, bool)) ([]AgentFile, []Op) {
-	var files []AgentFile
-	var ops []Op
-	for _, rule := range agentFiles {
-		spot, ok := where(filepath.Join(home, rule.Rel))
-		if !ok {
-			continue
-		}
-		n := len(files)
-		a := AgentFile{Path: spot.Dest, Host: spot.Host, Missing: spot.Missing, Rule: rule}
-		if spot.Alone {
-			a.Dir = filepath.Join(sessionDir, fmt.Sprintf("agent-%d", n))
-			a.Inside = agentStateDir(n)
-			a.Copy = filepath.Join(a.Dir, filepath.Base(rule.Rel))
-			ops = append(ops,
-				Op{Kind: "bind", Src: a.Dir, Dest: a.Inside, Why: "agent state: private, merged back after exit, command keys kept from the host"},
-				Op{Kind: "symlink", Src: filepath.Join(a.Inside, filepath.Base(rule.Rel)), Dest: a.Path, Why: "agent state: rewritten by rename in its private directory"})
-		} else {
-			a.Copy = filepath.Join(sessionDir, fmt.Sprintf("agent-%d%s", n, filepath.Ext(rule.Rel)))
-			ops = append(ops, Op{Kind: "bind", Src: a.Copy, Dest: a.Path, Why: "session copy: merged back after exit, command keys kept from the host"})
-		}
-		files = append(files, a)
-	}
-	return files, ops
 }
 
 // ErrNotMerged marks an agent file copy jail did not merge back.
@@ -234,7 +165,7 @@ var ErrNotMerged = errors.New("not merged")
 // the run changed nothing that may reach the host. Invalid JSON inside, or
 // a host file that is no longer a JSON object, is an error and nothing is
 // merged.
-func MergeAgentJSON(base, ours, theirs []byte, rule agentFile) ([]byte, bool, error) {
+func MergeAgentJSON(base, ours, theirs []byte, rule AgentFileRule) ([]byte, bool, error) {
 	if bytes.Equal(base, ours) {
 		return theirs, false, nil
 	}
@@ -641,7 +572,7 @@ func writeString(b *bytes.Buffer, s string) {
 // agentInterest are the agent paths the planner needs facts about.
 func agentInterest(home string) []string {
 	out := AgentCommandPaths(home)
-	for _, a := range agentFiles {
+	for _, a := range AgentFileRules {
 		out = append(out, filepath.Join(home, a.Rel))
 	}
 	return out

@@ -21,7 +21,7 @@ func TestReferencedPrograms(t *testing.T) {
 		"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "python3 $HOME/.claude/hooks-x/run.py --x=1"}]}]},
 		"apiKeyHelper": "` + home + `/bin/helper; /usr/bin/true", "other": "~/missing.sh /etc/passwd"}`
 	os.WriteFile(filepath.Join(home, ".claude/settings.json"), []byte(settings), 0o644)
-	got, err := referencedPrograms(home, []string{filepath.Join(home, ".claude")})
+	got, err := ReferencedPrograms(home, []string{filepath.Join(home, ".claude")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestReferencedPrograms(t *testing.T) {
 	if strings.Join(sortedCopy(got), " ") != strings.Join(sortedCopy(want), " ") {
 		t.Errorf("referencedPrograms = %q, want %q", got, want)
 	}
-	if got, _ := referencedPrograms(home, []string{filepath.Join(home, "proj")}); len(got) != 0 {
+	if got, _ := ReferencedPrograms(home, []string{filepath.Join(home, "proj")}); len(got) != 0 {
 		t.Errorf("settings of a tree the jail does not show were read: %q", got)
 	}
 	// Too large to read whole: an error, never a silent gap.
@@ -38,7 +38,7 @@ func TestReferencedPrograms(t *testing.T) {
 		big[i] = ' '
 	}
 	os.WriteFile(filepath.Join(home, ".claude/settings.local.json"), big, 0o644)
-	if _, err := referencedPrograms(home, []string{filepath.Join(home, ".claude")}); err == nil || !strings.Contains(err.Error(), "settings.local.json") {
+	if _, err := ReferencedPrograms(home, []string{filepath.Join(home, ".claude")}); err == nil || !strings.Contains(err.Error(), "settings.local.json") {
 		t.Errorf("an oversized settings file gave %v, want an error naming it", err)
 	}
 }

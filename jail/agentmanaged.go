@@ -59,7 +59,7 @@ func claudeManagedSandbox() (file, why string) {
 				Enabled *bool `json:"enabled"`
 			} `json:"sandbox"`
 		}
-		b, err := readBounded(f, maxManagedFile)
+		b, err := ReadBounded(f, maxManagedFile)
 		if err != nil || json.Unmarshal(b, &s) != nil || s.Sandbox == nil || s.Sandbox.Enabled == nil {
 			continue
 		}
@@ -88,13 +88,13 @@ var (
 // it.
 func codexManagedSandbox() (file, why string) {
 	req := filepath.Join(codexManagedDir, "requirements.toml")
-	if b, err := readBounded(filepath.Join(managedRoot, req), maxManagedFile); err == nil {
+	if b, err := ReadBounded(filepath.Join(managedRoot, req), maxManagedFile); err == nil {
 		if m := codexAllowedModesRE.FindSubmatch(b); m != nil && !strings.Contains(string(m[1]), "danger-full-access") {
 			return req, "Codex's requirements allow only the sandbox modes [" + strings.TrimSpace(string(m[1])) + "]"
 		}
 	}
 	managed := filepath.Join(codexManagedDir, "managed_config.toml")
-	if b, err := readBounded(filepath.Join(managedRoot, managed), maxManagedFile); err == nil {
+	if b, err := ReadBounded(filepath.Join(managedRoot, managed), maxManagedFile); err == nil {
 		for _, m := range codexSandboxModeRE.FindAllSubmatch(b, -1) {
 			if string(m[1]) != "danger-full-access" {
 				return managed, fmt.Sprintf("Codex's managed config sets sandbox_mode %q", m[1])

@@ -40,14 +40,14 @@ func settingsFiles(home, rel string) []string {
 // starting.
 const maxSettings = 64 << 20
 
-// referencedPrograms returns the files in the home that the agents'
+// ReferencedPrograms returns the files in the home that the agents'
 // settings files name as programs to run (~/.claude/statusline.sh, a hook
 // script): a writable home would otherwise let a jailed command rewrite
 // what the unjailed agent runs next. Only settings in trees the jail shows
 // are read, and only names of files that exist are returned. A settings
 // file too large to read whole is an error: what it names would go
 // unprotected.
-func referencedPrograms(home string, shown []string) ([]string, error) {
+func ReferencedPrograms(home string, shown []string) ([]string, error) {
 	var out []string
 	for _, rel := range agentSettings {
 		for _, p := range settingsFiles(home, rel) {
@@ -67,7 +67,7 @@ func referencedPrograms(home string, shown []string) ([]string, error) {
 			}
 		}
 	}
-	return union(nil, out), nil
+	return Union(nil, out), nil
 }
 
 // keptKeys are the keys of agent file rel that keep the host's value
@@ -76,7 +76,7 @@ func referencedPrograms(home string, shown []string) ([]string, error) {
 // rest may have been by a jailed run, which must not make files read-only
 // at will (~/.claude.json itself, a sign-in file).
 func keptKeys(rel string) map[string]bool {
-	for _, a := range agentFiles {
+	for _, a := range AgentFileRules {
 		if a.Rel == rel {
 			return set(a.Protected)
 		}
@@ -140,7 +140,7 @@ func homePaths(s, home string) []string {
 	}) {
 		for _, prefix := range []string{"~/", "$HOME/", "${HOME}/", home + "/"} {
 			if rest, ok := strings.CutPrefix(w, prefix); ok && rest != "" {
-				if p := filepath.Join(home, rest); under(p, home) && p != home {
+				if p := filepath.Join(home, rest); Under(p, home) && p != home {
 					out = append(out, p)
 				}
 			}

@@ -39,43 +39,16 @@ type agentSandboxer struct {
 }
 
 // AgentSandboxNames lists the agents agentSandbox may name, sorted.
-func AgentSandboxNames() []string { return sortedKeys(agentSandboxes) }
+func AgentSandboxNames() []string { return SortedKeys(agentSandboxes) }
 
 // AgentSandboxSummary says what jail does about the named agent's own
 // sandbox ("" for an agent it does not know).
 func AgentSandboxSummary(name string) string { return agentSandboxes[name].summary }
 
-// planAgentSandbox applies each agentSandbox of the policy to the plan:
-// the command line may gain the agent's own flags, jailVars (returned,
-// made when nil) the agent's variables (set after env.set, so a layer cannot undo them), and
-// p.AgentSandbox a line each for jail plan. A command line that asks the
-// agent for its own sandbox is refused: it could not start.
-func planAgentSandbox(p *Plan, pol *Policy, jailVars map[string]string) (map[string]string, error) {
-	if jailVars == nil {
-		jailVars = map[string]string{}
-	}
-	for _, name := range pol.AgentSandbox {
-		a, ok := agentSandboxes[name]
-		if !ok {
-			return nil, fmt.Errorf("agentSandbox %q is not an agent jail knows; use one of %s", name, strings.Join(AgentSandboxNames(), ", "))
-		}
-		if err := ManagedSandboxRefusal(name); err != nil {
-			return nil, err
-		}
-		argv, line, err := a.plan(p.Argv, jailVars)
-		if err != nil {
-			return nil, err
-		}
-		p.Argv = argv
-		p.AgentSandbox = append(p.AgentSandbox, line)
-	}
-	return jailVars, nil
-}
-
-// agentIndex is the index in argv of the agent's own program: argv[0]
+// AgentIndex is the index in argv of the agent's own program: argv[0]
 // named prog, or the package an npx, bunx or pnpx line runs; -1 when the
 // command runs the agent some other way.
-func agentIndex(argv []string, prog, pkg string) int {
+func AgentIndex(argv []string, prog, pkg string) int {
 	if len(argv) == 0 {
 		return -1
 	}
@@ -107,7 +80,7 @@ const codexFullAccess = `sandbox_mode="danger-full-access"`
 // the codex program, where every subcommand reads it, and refuses flags
 // that would ask for Codex's own sandbox again.
 func planCodexSandbox(argv []string, _ map[string]string) ([]string, string, error) {
-	i := agentIndex(argv, "codex", "@openai/codex")
+	i := AgentIndex(argv, "codex", "@openai/codex")
 	if i < 0 {
 		return argv, "codex: not run as the command itself; a codex started inside uses its own sandbox, which cannot start in the jail (run jail -- codex ...)", nil
 	}
@@ -174,7 +147,7 @@ func codexSandboxOverride(kv string) bool {
 // attempted. Its --sandbox flag would set the variable back to true: a
 // command line with it is refused.
 func planGeminiSandbox(argv []string, vars map[string]string) ([]string, string, error) {
-	if i := agentIndex(argv, "gemini", "@google/gemini-cli"); i >= 0 {
+	if i := AgentIndex(argv, "gemini", "@google/gemini-cli"); i >= 0 {
 		for _, a := range argv[i+1:] {
 			if a == "--" {
 				break
@@ -199,7 +172,7 @@ const claudeSandboxOff = `{"sandbox":{"enabled":false}}`
 // Bash command into a bubblewrap that cannot start. A --settings of the
 // user's own would replace jail's: it is left alone, and the plan says so.
 func planClaudeSandbox(argv []string, _ map[string]string) ([]string, string, error) {
-	i := agentIndex(argv, "claude", "@anthropic-ai/claude-code")
+	i := AgentIndex(argv, "claude", "@anthropic-ai/claude-code")
 	if i < 0 {
 		return argv, "claude: not run as the command itself; a claude started inside with sandbox.enabled set runs its Bash commands into a sandbox that cannot start in the jail (run jail -- claude ...)", nil
 	}
@@ -220,7 +193,7 @@ func planClaudeSandbox(argv []string, _ map[string]string) ([]string, string, er
 // runs each shell command in a bubblewrap that cannot start in the jail.
 // A --sandbox of the command line is refused.
 func planCopilotSandbox(argv []string, _ map[string]string) ([]string, string, error) {
-	i := agentIndex(argv, "copilot", "@github/copilot")
+	i := AgentIndex(argv, "copilot", "@github/copilot")
 	if i < 0 {
 		return argv, "copilot: not run as the command itself; a copilot started inside with its sandbox on runs its shell commands into a sandbox that cannot start in the jail (run jail -- copilot ...)", nil
 	}
@@ -241,7 +214,34 @@ func sortedAgentSandbox(have []string, name string) []string {
 	if name == "" {
 		return have
 	}
-	out := union(have, []string{name})
+	out := Union(have, []string{name})
 	sort.Strings(out)
 	return out
+}
+
+// ApplyAgentSandboxes applies each agentSandbox of the policy to a command
+// line: it may gain the agent's own flags, jailVars (returned, made when
+// nil) the agent's variables (set after env.set, so a layer cannot undo
+// them), and lines says what each did, for jail plan. A command line that
+// asks the agent for its own sandbox is refused: it could not start.
+func ApplyAgentSandboxes(pol *Policy, argv []string, jailVars map[string]string) (out, lines []string, vars map[string]string, err error) {
+	if jailVars == nil {
+		jailVars = map[string]string{}
+	}
+	for _, name := range pol.AgentSandbox {
+		a, ok := agentSandboxes[name]
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("agentSandbox %q is not an agent jail knows; use one of %s", name, strings.Join(AgentSandboxNames(), ", "))
+		}
+		if err := ManagedSandboxRefusal(name); err != nil {
+			return nil, nil, nil, err
+		}
+		var line string
+		argv, line, err = a.plan(argv, jailVars)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		lines = append(lines, line)
+	}
+	return argv, lines, jailVars, nil
 }

@@ -81,28 +81,6 @@ func TestPlanGeminiSandbox(t *testing.T) {
 	}
 }
 
-// TestPlanAgentSandbox: every agent of the policy gets its line; Gemini's
-// variable is among jail's own, which env.set cannot undo, even with no
-// network (no jail variables before).
-func TestPlanAgentSandbox(t *testing.T) {
-	p := &Plan{Argv: []string{"gemini", "-p", "hi"}}
-	claudeLine := "claude: not run as the command itself; a claude started inside with sandbox.enabled set runs its Bash commands into a sandbox that cannot start in the jail (run jail -- claude ...)"
-	pol := &Policy{AgentSandbox: []string{"claude", "gemini"}}
-	vars, err := planAgentSandbox(p, pol, nil)
-	if err != nil || vars["GEMINI_SANDBOX"] != "false" {
-		t.Fatalf("vars %v, err %v", vars, err)
-	}
-	if len(p.AgentSandbox) != 2 || p.AgentSandbox[0] != claudeLine || p.AgentSandbox[1] != geminiSummary {
-		t.Errorf("lines %q", p.AgentSandbox)
-	}
-	if !slices.Equal(p.Argv, []string{"gemini", "-p", "hi"}) {
-		t.Errorf("gemini's command line changed: %q", p.Argv)
-	}
-	if _, err := planAgentSandbox(p, &Policy{AgentSandbox: []string{"nope"}}, nil); err == nil {
-		t.Error("an unknown agent is accepted")
-	}
-}
-
 // TestAgentSandboxKey: the key takes a known agent only, and layers merge
 // into a sorted union.
 func TestAgentSandboxKey(t *testing.T) {
@@ -116,6 +94,41 @@ func TestAgentSandboxKey(t *testing.T) {
 	pol, err := Resolve([]*Config{{AgentSandbox: "gemini"}, c, {AgentSandbox: "codex"}}, "/p", "/h", Options{})
 	if err != nil || !slices.Equal(pol.AgentSandbox, []string{"codex", "gemini"}) {
 		t.Errorf("merged %q %v", pol.AgentSandbox, err)
+	}
+}
+
+// TestPlanCopilotSandbox: --no-sandbox goes right after the copilot
+// program; a --sandbox of the command line is refused with the fix.
+func TestPlanCopilotSandbox(t *testing.T) {
+	got, line, err := planCopilotSandbox([]string{"copilot", "-p", "hi"}, nil)
+	if err != nil || !slices.Equal(got, []string{"copilot", "--no-sandbox", "-p", "hi"}) || line != copilotSummary {
+		t.Errorf("planCopilotSandbox = %q, %q, %v", got, line, err)
+	}
+	for _, argv := range [][]string{{"copilot", "--sandbox", "-p", "x"}, {"copilot", "--sandbox=true"}} {
+		if _, _, err := planCopilotSandbox(argv, nil); err == nil || !strings.Contains(err.Error(), "; drop --sandbox") {
+			t.Errorf("planCopilotSandbox(%q) = %v, want a refusal with the fix", argv, err)
+		}
+	}
+}
+
+// TestApplyAgentSandboxes: every agent of the policy gets its line; Gemini's
+// variable is among jail's own, which env.set cannot undo, even with no
+// network (no jail variables before).
+func TestApplyAgentSandboxes(t *testing.T) {
+	claudeLine := "claude: not run as the command itself; a claude started inside with sandbox.enabled set runs its Bash commands into a sandbox that cannot start in the jail (run jail -- claude ...)"
+	pol := &Policy{AgentSandbox: []string{"claude", "gemini"}}
+	argv, lines, vars, err := ApplyAgentSandboxes(pol, []string{"gemini", "-p", "hi"}, nil)
+	if err != nil || vars["GEMINI_SANDBOX"] != "false" {
+		t.Fatalf("vars %v, err %v", vars, err)
+	}
+	if len(lines) != 2 || lines[0] != claudeLine || lines[1] != geminiSummary {
+		t.Errorf("lines %q", lines)
+	}
+	if !slices.Equal(argv, []string{"gemini", "-p", "hi"}) {
+		t.Errorf("gemini's command line changed: %q", argv)
+	}
+	if _, _, _, err := ApplyAgentSandboxes(&Policy{AgentSandbox: []string{"nope"}}, argv, nil); err == nil {
+		t.Error("an unknown agent is accepted")
 	}
 }
 
@@ -157,8 +170,7 @@ func TestManagedSandboxRefused(t *testing.T) {
 			old := managedRoot
 			managedRoot = root
 			defer func() { managedRoot = old }()
-			p := &Plan{Argv: []string{tt.agent, "exec"}}
-			_, err := planAgentSandbox(p, &Policy{AgentSandbox: []string{tt.agent}}, nil)
+			_, _, _, err := ApplyAgentSandboxes(&Policy{AgentSandbox: []string{tt.agent}}, []string{tt.agent, "exec"}, nil)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("refused: %v", err)
@@ -166,46 +178,5 @@ func TestManagedSandboxRefused(t *testing.T) {
 				t.Errorf("got %v, want a refusal naming %q and the fix", err, tt.want)
 			}
 		})
-	}
-}
-
-// TestSignInCallbackPublished: `codex login` publishes Codex's fixed
-// callback port for the host's browser; another subcommand, a device-code
-// or stdin login, or a policy without the codex agent publishes nothing.
-func TestSignInCallbackPublished(t *testing.T) {
-	for _, tt := range []struct {
-		argv  []string
-		agent []string
-		want  bool
-	}{
-		{[]string{"codex", "login"}, []string{"codex"}, true},
-		{[]string{"npx", "-y", "@openai/codex", "-c", "x=1", "login"}, []string{"codex"}, true},
-		{[]string{"codex", "--cd", "/x", "login"}, []string{"codex"}, true},
-		{[]string{"codex", "--unknown", "x", "login"}, []string{"codex"}, false},
-		{[]string{"codex", "login", "--device-auth"}, []string{"codex"}, false},
-		{[]string{"codex", "login", "--with-api-key"}, []string{"codex"}, false},
-		{[]string{"codex", "login", "status"}, []string{"codex"}, false},
-		{[]string{"codex", "exec", "login"}, []string{"codex"}, false},
-		{[]string{"codex", "login"}, nil, false},
-	} {
-		pol := &Policy{AgentSandbox: tt.agent}
-		line := planSignInCallback(pol, tt.argv)
-		if got := slices.Contains(pol.Publish, 1455); got != tt.want || (line != "") != tt.want {
-			t.Errorf("%q with agents %v: published %v (%q), want %v", tt.argv, tt.agent, got, line, tt.want)
-		}
-	}
-}
-
-// TestPlanCopilotSandbox: --no-sandbox goes right after the copilot
-// program; a --sandbox of the command line is refused with the fix.
-func TestPlanCopilotSandbox(t *testing.T) {
-	got, line, err := planCopilotSandbox([]string{"copilot", "-p", "hi"}, nil)
-	if err != nil || !slices.Equal(got, []string{"copilot", "--no-sandbox", "-p", "hi"}) || line != copilotSummary {
-		t.Errorf("planCopilotSandbox = %q, %q, %v", got, line, err)
-	}
-	for _, argv := range [][]string{{"copilot", "--sandbox", "-p", "x"}, {"copilot", "--sandbox=true"}} {
-		if _, _, err := planCopilotSandbox(argv, nil); err == nil || !strings.Contains(err.Error(), "; drop --sandbox") {
-			t.Errorf("planCopilotSandbox(%q) = %v, want a refusal with the fix", argv, err)
-		}
 	}
 }

@@ -73,16 +73,16 @@ func ReadOnlyCaches(home string) []string {
 	return out
 }
 
-// writableBelow returns the writable paths that lie strictly below a
+// WritableBelow returns the writable paths that lie strictly below a
 // literal protected path: a policy that opens part of a protected tree
 // (allowWrite ~/.cargo/registry/src) gets that part read-only, as it would
 // get the whole tree.
-func writableBelow(writable, protected []string) []string {
+func WritableBelow(writable, protected []string) []string {
 	var out []string
 	for _, w := range writable {
 		for _, p := range protected {
 			p = strings.TrimSuffix(p, "/") // a directory's mark
-			if !HasMeta(p) && w != p && under(w, p) {
+			if !HasMeta(p) && w != p && Under(w, p) {
 				out = append(out, w)
 				break
 			}

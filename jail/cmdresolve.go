@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // maxCommandTree bounds the entries of an install tree jail makes readable
@@ -95,9 +93,12 @@ func ExposeCommand(pol *Policy, argv []string, home, cwd, pathEnv string) (*Comm
 // allowRead tree.
 func (c *CommandExposure) AddTo(pol *Policy) {
 	if c != nil {
-		pol.AllowRead = union(pol.AllowRead, c.Trees)
+		pol.AllowRead = Union(pol.AllowRead, c.Trees)
 	}
 }
+
+// xOK asks access(2) whether a file may be executed.
+const xOK = 1
 
 // hostLookPath finds an executable file called name on pathEnv. With dir
 // "" only absolute entries are searched; otherwise only relative ones,
@@ -108,7 +109,7 @@ func hostLookPath(name, pathEnv, dir string) string {
 			continue
 		}
 		p := filepath.Join(dir, d, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && syscall.Access(p, xOK) == nil {
 			return p
 		}
 	}
@@ -137,7 +138,7 @@ func (r *cmdResolver) expose(p string, depth int) error {
 			if err := r.check(t); err != nil {
 				return err
 			}
-			r.exp.Trees = union(r.exp.Trees, []string{t})
+			r.exp.Trees = Union(r.exp.Trees, []string{t})
 		}
 	}
 	if depth >= maxCommandInterps {
@@ -293,11 +294,11 @@ func (r *cmdResolver) dropCovered() {
 // shown reports whether the jail shows a host path as it is: system
 // directories, the project, literal allowed paths, trees already planned.
 func (r *cmdResolver) shown(p string) bool {
-	if underAny(p, systemPaths) || r.writable(p) || underAny(p, r.exp.Trees) {
+	if underAny(p, SystemPaths) || r.writable(p) || underAny(p, r.exp.Trees) {
 		return true
 	}
 	for _, a := range r.pol.AllowRead {
-		if !HasMeta(a) && under(p, a) || HasMeta(a) && matchesOrParent(a, p) {
+		if !HasMeta(a) && Under(p, a) || HasMeta(a) && matchesOrParent(a, p) {
 			return true
 		}
 	}
@@ -318,14 +319,14 @@ func matchesOrParent(pattern, p string) bool {
 // writable reports whether p lies in a tree the jail may write (an
 // allowWrite glob by its fixed part, to err on the side of not following).
 func (r *cmdResolver) writable(p string) bool {
-	if under(p, r.pol.ProjectRoot) {
+	if Under(p, r.pol.ProjectRoot) {
 		return true
 	}
 	for _, w := range r.pol.AllowWrite {
 		if HasMeta(w) {
 			w = GlobBase(w)
 		}
-		if under(p, w) {
+		if Under(p, w) {
 			return true
 		}
 	}
@@ -337,7 +338,7 @@ func (r *cmdResolver) writable(p string) bool {
 func (r *cmdResolver) credStore(p string) string {
 	lits, globs := r.denied()
 	for _, d := range lits {
-		if under(p, d) {
+		if Under(p, d) {
 			return d
 		}
 	}
@@ -352,7 +353,7 @@ func (r *cmdResolver) credStore(p string) string {
 // denied are the paths and patterns the jail masks.
 func (r *cmdResolver) denied() (lits, globs []string) {
 	ca := filepath.Join(UserConfigDir(r.home, os.Getenv), "ca")
-	for _, d := range deniedPatterns(r.pol, r.home, ca, StateDir(r.home, os.Getenv)) {
+	for _, d := range DeniedPatterns(r.pol, r.home, ca, StateDir(r.home, os.Getenv)) {
 		if HasMeta(d) {
 			globs = append(globs, d)
 		} else {
@@ -371,7 +372,7 @@ func (r *cmdResolver) check(tree string) error {
 	}
 	why := ""
 	switch {
-	case tree == "/" || under(r.home, tree):
+	case tree == "/" || Under(r.home, tree):
 		why = "it would show your whole home"
 	case r.holdsProtected(tree) != "":
 		why = "it holds " + r.holdsProtected(tree)
@@ -387,11 +388,11 @@ func (r *cmdResolver) check(tree string) error {
 // holdsProtected returns a masked or protected path strictly inside tree.
 func (r *cmdResolver) holdsProtected(tree string) string {
 	paths, _ := r.denied() // denied globs' matches are masked in the tree anyway
-	for _, rel := range homeProtected {
+	for _, rel := range HomeProtected {
 		paths = append(paths, filepath.Join(r.home, rel))
 	}
 	for _, p := range paths {
-		if p != tree && under(p, tree) {
+		if p != tree && Under(p, tree) {
 			return p
 		}
 	}
@@ -483,7 +484,7 @@ func readShebang(path string) (interp, arg string) {
 
 func underAny(p string, dirs []string) bool {
 	for _, d := range dirs {
-		if under(p, d) {
+		if Under(p, d) {
 			return true
 		}
 	}

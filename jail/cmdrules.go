@@ -28,7 +28,7 @@ func ParseCommandRules(list []string) []CommandRule {
 		if len(f) == 0 {
 			continue
 		}
-		r := CommandRule{Program: progName(f[0]), Args: f[1:]}
+		r := CommandRule{Program: ProgName(f[0]), Args: f[1:]}
 		if strings.Contains(f[0], "/") {
 			r.Path = f[0]
 		}
@@ -76,7 +76,7 @@ func NormalizeArgv(argv []string) []string {
 		if len(argv) == 0 {
 			return nil
 		}
-		prog := progName(argv[0])
+		prog := ProgName(argv[0])
 		opts, isWrapper := wrapperOptsWithValue[prog]
 		if !isWrapper {
 			break
@@ -103,7 +103,7 @@ func NormalizeArgv(argv []string) []string {
 	if len(argv) == 0 {
 		return nil
 	}
-	prog := progName(argv[0])
+	prog := ProgName(argv[0])
 	args := argv[1:]
 	// git runs its builtins by the name it was called as: git-push is
 	// git push (git --exec-path holds them, and exec -a can fake one).
@@ -163,9 +163,9 @@ func skipOptions(args []string, withValue map[string]bool) []string {
 	return args
 }
 
-// progName is the base name a rule is written against ("/usr/bin/git" ->
+// ProgName is the base name a rule is written against ("/usr/bin/git" ->
 // "git"); a path that ends in a slash names no program.
-func progName(p string) string {
+func ProgName(p string) string {
 	if b := filepath.Base(p); b != "/" && b != "." {
 		return b
 	}

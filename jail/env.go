@@ -43,7 +43,7 @@ var droppedEnv = map[string]bool{
 // name, by the format of its value (secretShapes), as a URL with a
 // password, or inside a longer value (embeddedSecrets).
 func LooksSecret(name, value string) bool {
-	return secretName(name) || shapeOf(value) != nil || urlPassword(value) != nil || len(embeddedSecrets(value)) > 0
+	return secretName(name) || ShapeOf(value) != nil || urlPassword(value) != nil || len(embeddedSecrets(value)) > 0
 }
 
 // secretName reports whether a variable's name marks it as a credential.
@@ -113,8 +113,8 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 	}
 	vars := map[string]string{}
 	var ep EnvPlan
-	ep.Whole = sortedKeys(forced)
-	phs := newPlaceholders(key, ep.Whole...)
+	ep.Whole = SortedKeys(forced)
+	phs := NewPlaceholders(key, ep.Whole...)
 	var pieces []SecretPiece
 	var plain []string // kept as they are, so far
 	for _, kv := range host {
@@ -128,7 +128,7 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 			continue
 		case forced[name] || (!pass[name] && LooksSecret(name, value)):
 			var found []SecretPiece
-			value, found = phs.mask(name, value)
+			value, found = phs.Mask(name, value)
 			pieces = append(pieces, found...)
 			ep.Placeholders = append(ep.Placeholders, name)
 		case !pass[name]:
@@ -137,7 +137,7 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 		vars[name] = value
 	}
 	for _, name := range plain {
-		vars[name] = maskRepeated(vars[name], pieces)
+		vars[name] = MaskRepeated(vars[name], pieces)
 	}
 	home := vars["HOME"]
 	for k, v := range pol.Env.Set {
@@ -150,7 +150,7 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 	if vars["PATH"] == "" {
 		vars["PATH"] = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 	}
-	for _, k := range sortedKeys(vars) {
+	for _, k := range SortedKeys(vars) {
 		ep.Env = append(ep.Env, k+"="+vars[k])
 	}
 	sort.Strings(ep.Placeholders)
@@ -162,12 +162,12 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 // a shorter one would match unrelated text.
 const minRepeated = 8
 
-// maskRepeated replaces, in a value no rule took for a secret, every
+// MaskRepeated replaces, in a value no rule took for a secret, every
 // occurrence of a secret's value by its placeholder (the longest values
 // first): a credential copied under an innocent name
 // (BACKUP=<the API key>, CURL_FLAGS=-H "x-api-key: <it>") is still the
 // credential.
-func maskRepeated(v string, pieces []SecretPiece) string {
+func MaskRepeated(v string, pieces []SecretPiece) string {
 	if len(pieces) == 0 || len(v) < minRepeated {
 		return v
 	}

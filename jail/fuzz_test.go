@@ -209,7 +209,7 @@ func FuzzMatchPath(f *testing.F) {
 		// The walk that expands a glob starts at its base, so every match
 		// of a clean absolute pattern must be under the base.
 		clean := func(p string) bool { return strings.HasPrefix(p, "/") && filepath.Clean(p) == p }
-		if got && clean(pattern) && clean(path) && !under(path, base) {
+		if got && clean(pattern) && clean(path) && !Under(path, base) {
 			t.Fatalf("MatchPath(%q, %q) is true but the path is not under GlobBase = %q", pattern, path, base)
 		}
 	})

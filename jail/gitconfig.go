@@ -7,13 +7,13 @@ import (
 	"strings"
 )
 
-// hooksPaths returns the directories core.hooksPath names in the
+// HooksPaths returns the directories core.hooksPath names in the
 // project's .git/config and the user's ~/.gitconfig and
 // ~/.config/git/config, read from the files (git is never run): an
 // unjailed git runs what they hold. Relative paths are taken against the
 // project, as git takes them against the work tree; "~/" against home.
 // Each ends in "/".
-func hooksPaths(root, home string) []string {
+func HooksPaths(root, home string) []string {
 	var out []string
 	for _, cfg := range []string{filepath.Join(root, ".git", "config"), filepath.Join(home, ".gitconfig"), filepath.Join(home, ".config", "git", "config")} {
 		v := gitConfigValue(cfg, "core", "hookspath")
@@ -27,7 +27,7 @@ func hooksPaths(root, home string) []string {
 		}
 		out = append(out, filepath.Clean(v)+"/")
 	}
-	return union(nil, out)
+	return Union(nil, out)
 }
 
 // gitConfigValue returns the last value of section.key in a git config

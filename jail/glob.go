@@ -44,7 +44,7 @@ func MatchPath(pattern, path string) bool {
 			switch {
 			case pat[i] == "**":
 				ok[i*w+j] = ok[(i+1)*w+j] || (j < len(segs) && ok[i*w+j+1])
-			case j < len(segs) && segMatch(pat[i], segs[j]):
+			case j < len(segs) && SegMatch(pat[i], segs[j]):
 				ok[i*w+j] = ok[(i+1)*w+j+1]
 			}
 		}
@@ -52,7 +52,7 @@ func MatchPath(pattern, path string) bool {
 	return ok[0]
 }
 
-func segMatch(pat, seg string) bool {
+func SegMatch(pat, seg string) bool {
 	if !HasMeta(pat) {
 		return pat == seg
 	}
@@ -60,8 +60,8 @@ func segMatch(pat, seg string) bool {
 	return err == nil && m
 }
 
-// under reports whether path is dir or below it.
-func under(path, dir string) bool {
+// Under reports whether path is dir or below it.
+func Under(path, dir string) bool {
 	if dir == "/" {
 		return true
 	}

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -18,7 +19,7 @@ import (
 const (
 	alnum    = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 	base32Up = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-	b64url   = alnum + "-_"
+	B64URL   = alnum + "-_"
 )
 
 // genericRandom is how many alnum characters end a generic placeholder:
@@ -66,8 +67,8 @@ var secretShapes = []secretShape{
 	{name: "pem", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)},
 }
 
-// shapeOf returns the format of a value, or nil when it has none known.
-func shapeOf(value string) *secretShape {
+// ShapeOf returns the format of a value, or nil when it has none known.
+func ShapeOf(value string) *secretShape {
 	for i := range secretShapes {
 		s := &secretShapes[i]
 		if s.re.MatchString(value) && (s.check == nil || s.check(value)) {
@@ -104,7 +105,7 @@ var (
 // jwtPlaceholder is a JWT whose signature carries "jail" and the random
 // part (43 characters, as an HS256 signature).
 func jwtPlaceholder(rnd func(string, int) string) string {
-	return jwtPlaceholderHead + "." + jwtPlaceholderBody + ".jail" + rnd(b64url, 39)
+	return jwtPlaceholderHead + "." + jwtPlaceholderBody + ".jail" + rnd(B64URL, 39)
 }
 
 // SessionKey is the per-session secret the random part of every
@@ -122,9 +123,9 @@ type SessionKey string
 // placeholder.
 func (k SessionKey) Placeholder(name, value string, ord int) string {
 	rnd := k.random(name, ord)
-	s := shapeOf(value)
+	s := ShapeOf(value)
 	if s == nil || s.name == "pem" {
-		return proxy.PlaceholderPrefix + placeholderName(name) + "-" + rnd(alnum, genericRandom)
+		return proxy.PlaceholderPrefix + PlaceholderName(name) + "-" + rnd(alnum, genericRandom)
 	}
 	if s.build != nil {
 		return s.build(rnd)
@@ -142,9 +143,9 @@ func (k SessionKey) Placeholder(name, value string, ord int) string {
 	return head + rnd(s.alphabet, max(len(value)-len(head), 13))
 }
 
-// placeholderName is name with every byte a placeholder may not hold
+// PlaceholderName is name with every byte a placeholder may not hold
 // replaced by '_'.
-func placeholderName(name string) string {
+func PlaceholderName(name string) string {
 	return strings.Map(func(r rune) rune {
 		if r == '.' || r == '_' || r == '-' || strings.ContainsRune(alnum, r) {
 			return r
@@ -176,4 +177,49 @@ func (k SessionKey) random(name string, ord int) func(alphabet string, n int) st
 		}
 		return b.String()
 	}
+}
+
+// NewSessionKey is a fresh random session key of 256 bits.
+func NewSessionKey() SessionKey {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic(err) // crypto/rand does not fail on Linux >= 3.17
+	}
+	return SessionKey(k)
+}
+
+// SignInPlaceholder is the placeholder of a sign-in file's token.
+//
+// Codex reads the claims of its JWTs: the id token's ChatGPT plan type
+// (it refuses a ChatGPT sign-in without one), account and address, and
+// the access token's expiry. So a Codex JWT's placeholder keeps the
+// token's header and claims and replaces only its signature with "jail"
+// and the random part: without its real signature a JWT is worthless,
+// and what the claims tell (the account, the plan, the expiry) is the
+// jailed agent's to know. Every other token (Gemini CLI never decodes
+// its id token; Claude Code's tokens are opaque) gets the session key's
+// usual placeholder, which shows nothing of the token.
+func SignInPlaceholder(key SessionKey, r SignInRule, name, value string, ord int) string {
+	if r.Format == "codex" {
+		if head, ok := jwtHeadAndClaims(value); ok {
+			return head + ".jail" + key.random(name, ord)(B64URL, 39)
+		}
+	}
+	return key.Placeholder(name, value, ord)
+}
+
+// jwtHeadAndClaims returns a JWT's first two parts, joined by '.', when
+// value is a JWT whose header names an "alg".
+func jwtHeadAndClaims(value string) (string, bool) {
+	parts := strings.Split(value, ".")
+	if len(parts) != 3 || parts[2] == "" || !jwtHeader(value) || !isB64url(parts[0]) || !isB64url(parts[1]) {
+		return "", false
+	}
+	return parts[0] + "." + parts[1], true
+}
+
+// isB64url reports whether s is made only of unpadded base64url bytes,
+// all of which a placeholder may hold.
+func isB64url(s string) bool {
+	return s != "" && strings.Trim(s, B64URL) == ""
 }

@@ -144,7 +144,7 @@ func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(strin
 		}
 	}
 	for _, c := range layers {
-		names = union(names, c.Extends)
+		names = Union(names, c.Extends)
 	}
 	prof, err := loadProfiles(names, home, getenv)
 	if err != nil {
@@ -219,36 +219,36 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 			}
 			return out
 		}
-		p.AllowRead = union(p.AllowRead, paths(c.Filesystem.AllowRead))
-		p.AllowWrite = union(p.AllowWrite, paths(c.Filesystem.AllowWrite))
-		p.DenyRead = union(p.DenyRead, paths(c.Filesystem.DenyRead))
-		p.DenyWrite = union(p.DenyWrite, paths(c.Filesystem.DenyWrite))
-		p.Network.Allow = union(p.Network.Allow, c.Network.Allow)
-		p.Network.Deny = union(p.Network.Deny, c.Network.Deny)
+		p.AllowRead = Union(p.AllowRead, paths(c.Filesystem.AllowRead))
+		p.AllowWrite = Union(p.AllowWrite, paths(c.Filesystem.AllowWrite))
+		p.DenyRead = Union(p.DenyRead, paths(c.Filesystem.DenyRead))
+		p.DenyWrite = Union(p.DenyWrite, paths(c.Filesystem.DenyWrite))
+		p.Network.Allow = Union(p.Network.Allow, c.Network.Allow)
+		p.Network.Deny = Union(p.Network.Deny, c.Network.Deny)
 		if c.Network.Unknown != "" {
 			p.Network.Unknown = c.Network.Unknown
 		}
 		p.Network.Hosts = mergeMap(p.Network.Hosts, c.Network.Hosts)
-		p.Network.Passthrough = union(p.Network.Passthrough, c.Network.Passthrough)
+		p.Network.Passthrough = Union(p.Network.Passthrough, c.Network.Passthrough)
 		for k, v := range c.Secrets.Env {
 			if p.Secrets.Env == nil {
 				p.Secrets.Env = map[string]SecretEnv{}
 			}
 			have := p.Secrets.Env[k]
-			merged := SecretEnv{Hosts: union(have.Hosts, v.Hosts)}
+			merged := SecretEnv{Hosts: Union(have.Hosts, v.Hosts)}
 			if len(have.Inject)+len(v.Inject) > 0 {
-				merged.Inject = union(have.Inject, v.Inject)
+				merged.Inject = Union(have.Inject, v.Inject)
 			}
 			p.Secrets.Env[k] = merged
 		}
-		p.Secrets.Files = union(p.Secrets.Files, paths(c.Secrets.Files))
-		p.Command.Deny = union(p.Command.Deny, c.Command.Deny)
-		p.Command.Allow = union(p.Command.Allow, c.Command.Allow)
-		p.Env.Pass = union(p.Env.Pass, c.Env.Pass)
+		p.Secrets.Files = Union(p.Secrets.Files, paths(c.Secrets.Files))
+		p.Command.Deny = Union(p.Command.Deny, c.Command.Deny)
+		p.Command.Allow = Union(p.Command.Allow, c.Command.Allow)
+		p.Env.Pass = Union(p.Env.Pass, c.Env.Pass)
 		p.Env.Set = mergeMap(p.Env.Set, c.Env.Set)
 		p.AgentSandbox = sortedAgentSandbox(p.AgentSandbox, c.AgentSandbox)
 	}
-	p.SecretNames = union(nil, opts.Secrets)
+	p.SecretNames = Union(nil, opts.Secrets)
 	if p.Mode != "" {
 		// Learning and watching block nothing unknown on the network; the
 		// proxy still logs every request, and deny rules still hold.
@@ -274,7 +274,7 @@ func ExpandPath(p, dir, home string) string {
 	return filepath.Join(dir, p)
 }
 
-func union(a, b []string) []string {
+func Union(a, b []string) []string {
 	seen := make(map[string]bool, len(a)+len(b))
 	out := make([]string, 0, len(a)+len(b))
 	for _, s := range append(append([]string{}, a...), b...) {
@@ -300,7 +300,7 @@ func mergeMap(a, b map[string]string) map[string]string {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -308,3 +308,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// ErrUnsupported marks a protection the machine lacks.
+var ErrUnsupported = errors.New("unsupported")
+
+// ExitError is a failure of jail itself (or of starting the command) that
+// carries the exit code jail should end with.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+
+func (e *ExitError) Unwrap() error { return e.Err }

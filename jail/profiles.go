@@ -85,7 +85,7 @@ func ProfileNames(home string, getenv func(string) string) []profileSource {
 		}
 	}
 	var out []profileSource
-	for _, n := range sortedKeys(byName) {
+	for _, n := range SortedKeys(byName) {
 		out = append(out, byName[n])
 	}
 	return out

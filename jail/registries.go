@@ -189,9 +189,9 @@ func (r *regReader) locate(path, real string) place {
 		real = resolveExisting(path)
 	}
 	switch clean := filepath.Clean(path); {
-	case under(real, r.root):
+	case Under(real, r.root):
 		return place{real, true}
-	case under(clean, r.project) || under(clean, r.root):
+	case Under(clean, r.project) || Under(clean, r.root):
 		return place{clean, true}
 	}
 	return place{path: path}
@@ -222,7 +222,7 @@ func (r *regReader) origin(path, fallback string) string {
 // inside it.
 func (r *regReader) name(path string) string {
 	if pl := r.placeOf(path); pl.project {
-		if under(pl.path, r.root) {
+		if Under(pl.path, r.root) {
 			return shown(displayPath(pl.path, r.root))
 		}
 		return shown(displayPath(pl.path, r.project))
@@ -262,7 +262,7 @@ func (r *regReader) projectDirs() []string {
 	var dirs []string
 	for d := r.cwd; ; d = filepath.Dir(d) {
 		dirs = append(dirs, d)
-		if d == r.project || !under(d, r.project) || d == filepath.Dir(d) {
+		if d == r.project || !Under(d, r.project) || d == filepath.Dir(d) {
 			return dirs
 		}
 	}
@@ -690,7 +690,7 @@ func OwnAllow(layers []*Config) []string {
 	var out []string
 	for _, l := range layers {
 		if !l.Project && !l.FromLearning {
-			out = union(out, l.Network.Allow)
+			out = Union(out, l.Network.Allow)
 		}
 	}
 	return out
@@ -726,7 +726,7 @@ func (r *Registries) Decide(own []string, home string, getenv func(string) strin
 	mine := append([]string{}, own...)
 	for _, reg := range r.Hosts {
 		if reg.Origin == OriginUser && localAddress(reg.Host) != "not a host name" {
-			mine = union(mine, []string{reg.Host})
+			mine = Union(mine, []string{reg.Host})
 		}
 	}
 	trusted := readTrust(home, getenv)
@@ -737,13 +737,13 @@ func (r *Registries) Decide(own []string, home string, getenv func(string) strin
 			d.Warnings = append(d.Warnings, fmt.Sprintf("ignored registry %q from %s: not a host name", clip(reg.Host), reg.Setting))
 			continue
 		case reg.Origin == OriginUser || namedBy(mine, reg.Host):
-			d.Allow = union(d.Allow, []string{reg.Host})
+			d.Allow = Union(d.Allow, []string{reg.Host})
 			continue
 		case why != "":
 			d.Warnings = append(d.Warnings, fmt.Sprintf("ignored registry %s from %s: %s is allowed only when your own config or --allow-domain names it", shown(reg.Host), reg.Setting, why))
 			continue
 		}
-		d.Allow = union(d.Allow, []string{reg.Host})
+		d.Allow = Union(d.Allow, []string{reg.Host})
 		if reg.Origin != OriginProject {
 			continue
 		}

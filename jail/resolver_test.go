@@ -3,7 +3,7 @@ package jail
 import (
 	"testing"
 
-	"github.com/jailsh/jail/jail/inside"
+	"github.com/jailsh/jail/jail/linux/inside"
 	"github.com/jailsh/jail/proxy"
 )
 

@@ -72,9 +72,9 @@ func validScheme(s string) bool {
 	return s != ""
 }
 
-// placeholders hands out one session's placeholders: the same name and
+// Placeholders hands out one session's placeholders: the same name and
 // value always get the same one, another value of the same name another.
-type placeholders struct {
+type Placeholders struct {
 	key  SessionKey
 	seen map[string][]string // name -> its values, in the order first seen
 	// whole are names the policy makes secret: their values are masked
@@ -82,8 +82,8 @@ type placeholders struct {
 	whole map[string]bool
 }
 
-func newPlaceholders(key SessionKey, whole ...string) *placeholders {
-	p := &placeholders{key: key, seen: map[string][]string{}, whole: map[string]bool{}}
+func NewPlaceholders(key SessionKey, whole ...string) *Placeholders {
+	p := &Placeholders{key: key, seen: map[string][]string{}, whole: map[string]bool{}}
 	for _, n := range whole {
 		p.whole[n] = true
 	}
@@ -91,7 +91,7 @@ func newPlaceholders(key SessionKey, whole ...string) *placeholders {
 }
 
 // of is the placeholder of name's value.
-func (p *placeholders) of(name, value string) string {
+func (p *Placeholders) of(name, value string) string {
 	ord := -1
 	for i, v := range p.seen[name] {
 		if v == value {
@@ -105,14 +105,14 @@ func (p *placeholders) of(name, value string) string {
 	return p.key.Placeholder(name, value, ord)
 }
 
-// mask returns what a secret variable's value becomes inside the jail and
+// Mask returns what a secret variable's value becomes inside the jail and
 // the secrets it stands for. In a URL with a password only the password
 // is replaced, so that the URL still parses to the same user, host, port
 // and path; in a URL named as a secret with a user but no password (a
 // Sentry DSN's key), the user is. In a value that is no secret by its
 // name or format, only the credentials found inside it are
 // (embeddedSecrets). Anything else is replaced whole.
-func (p *placeholders) mask(name, value string) (string, []SecretPiece) {
+func (p *Placeholders) Mask(name, value string) (string, []SecretPiece) {
 	spans := p.spans(name, value)
 	if len(spans) == 0 {
 		ph := p.of(name, value)
@@ -136,16 +136,16 @@ func (p *placeholders) mask(name, value string) (string, []SecretPiece) {
 
 // spans are the parts of a secret variable's value that mask replaces,
 // in order; none when it replaces the whole value.
-func (p *placeholders) spans(name, value string) []valueSpan {
+func (p *Placeholders) spans(name, value string) []valueSpan {
 	user, pass := urlUserinfo(value)
 	switch {
 	case pass != nil && strings.ContainsAny(value, " \t\n"):
 		return embeddedSecrets(value) // several words: each URL's password
 	case pass != nil:
 		return []valueSpan{*pass}
-	case user != nil && secretName(name) && shapeOf(value) == nil:
+	case user != nil && secretName(name) && ShapeOf(value) == nil:
 		return []valueSpan{*user}
-	case p.whole[name] || secretName(name) || shapeOf(value) != nil:
+	case p.whole[name] || secretName(name) || ShapeOf(value) != nil:
 		return nil
 	}
 	return embeddedSecrets(value)
@@ -164,7 +164,7 @@ func embeddedSecrets(v string) []valueSpan {
 		}
 		for _, t := range runs(v, w[0], w[1], tokenByte) {
 			tok := strings.TrimRight(v[t[0]:t[1]], ".")
-			if s := shapeOf(tok); s != nil && s.name != "pem" {
+			if s := ShapeOf(tok); s != nil && s.name != "pem" {
 				out = append(out, valueSpan{start: t[0], end: t[0] + len(tok), Decoded: tok})
 			}
 		}

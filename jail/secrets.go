@@ -43,27 +43,27 @@ type SecretBinding struct {
 // secretInject).
 func Bindings(names []string, pol *Policy) []SecretBinding {
 	var out []SecretBinding
-	for _, n := range union(nil, names) {
-		out = append(out, SecretBinding{Name: n, Hosts: secretHosts(n, pol.Secrets.Env), Inject: secretInject(n, pol.Secrets.Env)})
+	for _, n := range Union(nil, names) {
+		out = append(out, SecretBinding{Name: n, Hosts: SecretHosts(n, pol.Secrets.Env), Inject: SecretInject(n, pol.Secrets.Env)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// secretHosts is where the secret name may be injected: secrets.env from
+// SecretHosts is where the secret name may be injected: secrets.env from
 // the policy wins over the built-in provider bindings.
-func secretHosts(name string, env map[string]SecretEnv) []string {
+func SecretHosts(name string, env map[string]SecretEnv) []string {
 	if b, ok := env[name]; ok {
 		return b.Hosts
 	}
 	return providerHosts[name]
 }
 
-// secretInject is where in a request the secret name may be injected:
+// SecretInject is where in a request the secret name may be injected:
 // secrets.env's "inject" when written, else the provider's fields, else
 // (nil) any request header field. Body, path and query injection happen
 // only when a binding asks for them.
-func secretInject(name string, env map[string]SecretEnv) []string {
+func SecretInject(name string, env map[string]SecretEnv) []string {
 	if b := env[name]; len(b.Inject) > 0 {
 		return b.Inject
 	}

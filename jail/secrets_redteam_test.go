@@ -54,7 +54,7 @@ func TestMaskRepeatedLongestFirst(t *testing.T) {
 		{Value: "short-secret", Placeholder: "jail-secret-A-xxxxxxxxxxxx"},
 		{Value: "short-secret-and-more", Placeholder: "jail-secret-B-yyyyyyyyyyyy"},
 	}
-	if got := maskRepeated("v=short-secret-and-more", pieces); got != "v=jail-secret-B-yyyyyyyyyyyy" {
+	if got := MaskRepeated("v=short-secret-and-more", pieces); got != "v=jail-secret-B-yyyyyyyyyyyy" {
 		t.Errorf("got %q", got)
 	}
 }
@@ -83,8 +83,8 @@ func TestMaskEnvFileEvasions(t *testing.T) {
 		"lone-cr-value-1", "MIIEbacktickbody0123", "dotted-name-value", "ruby-colon-value", "glpat-commentedOutToken0123",
 	}
 	content := strings.Join(lines, "\n") + "\n"
-	phs := newPlaceholders("K")
-	masked, found := MaskEnvFile([]byte(content), nil, phs.mask)
+	phs := NewPlaceholders("K")
+	masked, found := MaskEnvFile([]byte(content), nil, phs.Mask)
 	for _, s := range secrets {
 		if strings.Contains(string(masked), s) {
 			t.Errorf("%q is left in the masked file:\n%s", s, masked)
@@ -118,7 +118,7 @@ func TestEmbeddedSecrets(t *testing.T) {
 			t.Errorf("%s=%q is not taken for a secret", c.name, c.value)
 			continue
 		}
-		masked, pieces := newPlaceholders("K").mask(c.name, c.value)
+		masked, pieces := NewPlaceholders("K").Mask(c.name, c.value)
 		for _, s := range c.secrets {
 			if strings.Contains(masked, s) {
 				t.Errorf("%s: %q is left in %q", c.name, s, masked)
@@ -133,7 +133,7 @@ func TestEmbeddedSecrets(t *testing.T) {
 			t.Errorf("%s: pieces %+v, want one per secret %v", c.name, pieces, c.secrets)
 		}
 	}
-	masked, _ := newPlaceholders("K", "FORCED").mask("FORCED", "user=bob pass=hunter2 "+gh)
+	masked, _ := NewPlaceholders("K", "FORCED").Mask("FORCED", "user=bob pass=hunter2 "+gh)
 	if strings.Contains(masked, "hunter2") || strings.Contains(masked, "bob") {
 		t.Errorf("a value the policy names is masked only in part: %q", masked)
 	}

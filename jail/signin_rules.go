@@ -22,7 +22,7 @@ const googleOAuthHost = "oauth2.googleapis.com"
 // account's address from.
 var geminiAccessHosts = []string{"cloudcode-pa.googleapis.com", googleOAuthHost, "www.googleapis.com"}
 
-// signInRules are the sign-in files jail knows, read from the CLIs'
+// SignInRules are the sign-in files jail knows, read from the CLIs'
 // code.
 //
 // Claude Code keeps {"claudeAiOauth": {"accessToken", "refreshToken",
@@ -51,9 +51,9 @@ var geminiAccessHosts = []string{"cloudcode-pa.googleapis.com", googleOAuthHost,
 // https://oauth2.googleapis.com/token, which answers {"access_token",
 // "expires_in" (s), "scope", "token_type", "id_token"} (no new refresh
 // token).
-var signInRules = []signInRule{{
+var SignInRules = []SignInRule{{
 	Profile: "claude", Rel: ".claude/.credentials.json", Format: "claude",
-	Tokens: []signInToken{
+	Tokens: []SignInToken{
 		{Path: []string{"claudeAiOauth", "accessToken"}, Field: "access_token", Name: "CLAUDE_OAUTH_ACCESS_TOKEN",
 			Hosts: claudeOAuthHosts, Inject: []string{"header:Authorization"}},
 		{Path: []string{"claudeAiOauth", "refreshToken"}, Field: "refresh_token", Name: "CLAUDE_OAUTH_REFRESH_TOKEN",
@@ -62,10 +62,10 @@ var signInRules = []signInRule{{
 	EndpointHost: "platform.claude.com", EndpointPath: "/v1/oauth/token",
 	// API_KEY_URL: a POST with the access token, answered {"raw_key"}.
 	Issued: []issuedToken{{Host: "api.anthropic.com", Path: "/api/oauth/claude_cli/create_api_key",
-		Token: signInToken{Field: "raw_key", Name: "CLAUDE_OAUTH_API_KEY", Hosts: claudeOAuthHosts, Inject: []string{"header:x-api-key", "header:Authorization"}}}},
+		Token: SignInToken{Field: "raw_key", Name: "CLAUDE_OAUTH_API_KEY", Hosts: claudeOAuthHosts, Inject: []string{"header:x-api-key", "header:Authorization"}}}},
 }, {
 	Profile: "codex", Rel: ".codex/auth.json", Format: "codex",
-	Tokens: []signInToken{
+	Tokens: []SignInToken{
 		{Path: []string{"tokens", "access_token"}, Field: "access_token", Name: "CODEX_OAUTH_ACCESS_TOKEN",
 			Hosts: codexAccessHosts, Inject: []string{"header:Authorization"}},
 		{Path: []string{"tokens", "refresh_token"}, Field: "refresh_token", Name: "CODEX_OAUTH_REFRESH_TOKEN",
@@ -80,7 +80,7 @@ var signInRules = []signInRule{{
 	EndpointHost: codexAuthHost, EndpointPath: "/oauth/token",
 }, {
 	Profile: "gemini", Rel: ".gemini/oauth_creds.json", Format: "gemini",
-	Tokens: []signInToken{
+	Tokens: []SignInToken{
 		{Path: []string{"access_token"}, Field: "access_token", Name: "GEMINI_OAUTH_ACCESS_TOKEN",
 			Hosts: geminiAccessHosts, Inject: []string{"header:Authorization"}},
 		{Path: []string{"refresh_token"}, Field: "refresh_token", Name: "GEMINI_OAUTH_REFRESH_TOKEN",
@@ -91,7 +91,7 @@ var signInRules = []signInRule{{
 	EndpointHost: googleOAuthHost, EndpointPath: "/token",
 }, {
 	Profile: "opencode", Rel: ".local/share/opencode/auth.json", Format: "opencode",
-	Tokens: []signInToken{
+	Tokens: []SignInToken{
 		{Path: []string{"*", "key"}, Type: "api", Name: "OPENCODE_AUTH_KEY"},
 		{Path: []string{"*", "access"}, Type: "oauth", Field: "access_token", Name: "OPENCODE_AUTH_ACCESS"},
 		{Path: []string{"*", "refresh"}, Type: "oauth", Field: "refresh_token", Name: "OPENCODE_AUTH_REFRESH"},
@@ -100,7 +100,7 @@ var signInRules = []signInRule{{
 	Providers: opencodeProviders,
 }, {
 	Profile: "pi", Rel: ".pi/agent/auth.json", Format: "pi",
-	Tokens: []signInToken{
+	Tokens: []SignInToken{
 		{Path: []string{"*", "key"}, Type: "api_key", Name: "PI_AUTH_KEY"},
 		{Path: []string{"*", "access"}, Type: "oauth", Field: "access_token", Name: "PI_AUTH_ACCESS"},
 		{Path: []string{"*", "refresh"}, Type: "oauth", Field: "refresh_token", Name: "PI_AUTH_REFRESH"},
@@ -114,8 +114,8 @@ var signInRules = []signInRule{{
 	// bound nowhere.
 	// Amp reads a missing file as {} and fails on an empty one.
 	Profile: "amp", Rel: ".local/share/amp/secrets.json", Format: "amp", Missing: "{}\n",
-	Tokens:    []signInToken{{Path: []string{"*"}, Name: "AMP_SECRET"}},
-	Providers: map[string]signInProvider{ampAPIKey: {Hosts: []string{"ampcode.com"}, Inject: []string{"header:Authorization"}}},
+	Tokens:    []SignInToken{{Path: []string{"*"}, Name: "AMP_SECRET"}},
+	Providers: map[string]SignInProvider{ampAPIKey: {Hosts: []string{"ampcode.com"}, Inject: []string{"header:Authorization"}}},
 }, {
 	// GitHub Copilot CLI keeps, where no keychain is reachable (never
 	// inside the jail), its GitHub token in plain text in
@@ -127,14 +127,14 @@ var signInRules = []signInRule{{
 	// the CLI sends its token as Authorization. No refresh: the token is a
 	// GitHub OAuth token.
 	Profile: "copilot", Rel: ".copilot/config.json", Format: "copilot",
-	Tokens: []signInToken{
-		{Path: []string{"copilotTokens", "**"}, Name: "COPILOT_CONFIG_TOKEN", Hosts: copilotHosts, Inject: []string{"header:Authorization"}},
-		{Path: []string{"**"}, Shaped: true, Name: "COPILOT_CONFIG_SECRET", Hosts: copilotHosts, Inject: []string{"header:Authorization"}},
+	Tokens: []SignInToken{
+		{Path: []string{"copilotTokens", "**"}, Name: "COPILOT_CONFIG_TOKEN", Hosts: CopilotHosts, Inject: []string{"header:Authorization"}},
+		{Path: []string{"**"}, Shaped: true, Name: "COPILOT_CONFIG_SECRET", Hosts: CopilotHosts, Inject: []string{"header:Authorization"}},
 	},
 }}
 
-// copilotHosts are where Copilot CLI sends its GitHub token.
-var copilotHosts = []string{"api.github.com", "*.githubcopilot.com"}
+// CopilotHosts are where Copilot CLI sends its GitHub token.
+var CopilotHosts = []string{"api.github.com", "*.githubcopilot.com"}
 
 // ampAPIKey is the key of Amp's API key for its default server in its
 // secrets file.
@@ -143,7 +143,7 @@ const ampAPIKey = "apiKey@https://ampcode.com/"
 // apiKeyProviders are the API hosts of the providers OpenCode and Pi
 // both know by the same id, and the header their SDKs send the key in:
 // x-api-key (Anthropic), x-goog-api-key (Google), else Authorization.
-var apiKeyProviders = map[string]signInProvider{
+var apiKeyProviders = map[string]SignInProvider{
 	"anthropic":  {Hosts: []string{"api.anthropic.com"}, Inject: []string{"header:x-api-key", "header:Authorization"}},
 	"openai":     {Hosts: []string{"api.openai.com"}, Inject: []string{"header:Authorization"}},
 	"google":     {Hosts: []string{"generativelanguage.googleapis.com"}, Inject: []string{"header:x-goog-api-key"}},
@@ -167,7 +167,7 @@ var apiKeyProviders = map[string]signInProvider{
 // (expires_in or 3600) s}. OpenCode itself signs in to no other provider
 // by OAuth (its plugins do, with code of their own): their refresh
 // tokens go nowhere. "opencode" is its own gateway, opencode.ai.
-var opencodeProviders = withProviders(apiKeyProviders, map[string]signInProvider{
+var opencodeProviders = withProviders(apiKeyProviders, map[string]SignInProvider{
 	"openai": {Hosts: []string{"api.openai.com"}, Inject: []string{"header:Authorization"},
 		AccessHosts: codexAccessHosts, AccessInject: []string{"header:Authorization"},
 		EndpointHost: codexAuthHost, EndpointPath: "/oauth/token"},
@@ -189,7 +189,7 @@ var opencodeProviders = withProviders(apiKeyProviders, map[string]signInProvider
 // https://auth.openai.com/oauth/token; both answer {"access_token",
 // "refresh_token", "expires_in" (s)}. Its GitHub Copilot sign-in trades
 // its GitHub token at no OAuth token endpoint: its tokens go nowhere.
-var piProviders = withProviders(apiKeyProviders, map[string]signInProvider{
+var piProviders = withProviders(apiKeyProviders, map[string]SignInProvider{
 	"anthropic": {Hosts: claudeOAuthHosts, Inject: []string{"header:x-api-key", "header:Authorization"},
 		EndpointHost: "platform.claude.com", EndpointPath: "/v1/oauth/token"},
 	"openai-codex": {AccessHosts: codexAccessHosts, AccessInject: []string{"header:Authorization"},
@@ -197,7 +197,7 @@ var piProviders = withProviders(apiKeyProviders, map[string]signInProvider{
 })
 
 // withProviders is base with more's entries added or replacing base's.
-func withProviders(base, more map[string]signInProvider) map[string]signInProvider {
+func withProviders(base, more map[string]SignInProvider) map[string]SignInProvider {
 	out := maps.Clone(base)
 	maps.Copy(out, more)
 	return out

@@ -84,14 +84,14 @@ func filesystemWidening(c *Config, root, home string) []string {
 // inside; its matches inside the project are not bound on their own (the
 // project is bound as a whole), so the walk to find them is not made.
 func escapes(pat, root string) string {
-	if !under(pat, root) {
+	if !Under(pat, root) {
 		return "outside the project"
 	}
 	fixed := pat
 	if HasMeta(pat) {
 		fixed = GlobBase(pat)
 	}
-	if r := resolveExisting(fixed); !under(r, resolveExisting(root)) {
+	if r := resolveExisting(fixed); !Under(r, resolveExisting(root)) {
 		return "through a symlink to " + shown(r) + ", outside the project"
 	}
 	return ""
@@ -125,7 +125,7 @@ func networkWidening(n NetworkConfig) []string {
 	default:
 		out = append(out, fmt.Sprintf("network.unknown %q", n.Unknown))
 	}
-	for _, h := range sortedKeys(n.Hosts) {
+	for _, h := range SortedKeys(n.Hosts) {
 		out = append(out, fmt.Sprintf("network.hosts %s -> %s", h, n.Hosts[h]))
 	}
 	for _, d := range n.Passthrough {
@@ -140,7 +140,7 @@ func networkWidening(n NetworkConfig) []string {
 // user's config that sends the secret nowhere.
 func secretsWidening(s SecretsConfig) []string {
 	var out []string
-	for _, n := range sortedKeys(s.Env) {
+	for _, n := range SortedKeys(s.Env) {
 		b := s.Env[n]
 		if len(b.Hosts) > 0 {
 			out = append(out, fmt.Sprintf("secrets.env %s may be sent to %v", n, b.Hosts))
@@ -179,7 +179,7 @@ func envWidening(e EnvConfig) []string {
 	for _, n := range e.Pass {
 		out = append(out, "env.pass "+n+" (its real value enters the jail)")
 	}
-	for _, n := range sortedKeys(e.Set) {
+	for _, n := range SortedKeys(e.Set) {
 		why := "programs read it: it may change what they run or where they connect"
 		if LooksSecret(n, e.Set[n]) {
 			why = "replaces a secret: the tools use the project's credential"

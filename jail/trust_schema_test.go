@@ -154,12 +154,12 @@ func TestTrustCoversSchema(t *testing.T) {
 		}
 		keys[k] = true
 	}
-	for _, k := range sortedKeys(keys) {
+	for _, k := range SortedKeys(keys) {
 		if _, ok := trustDecisions[k]; !ok {
 			t.Errorf("schema key %q has no trust decision: add it to trustDecisions (does it widen the jail? then Widening must report it)", k)
 		}
 	}
-	for _, k := range sortedKeys(trustDecisions) {
+	for _, k := range SortedKeys(trustDecisions) {
 		if !keys[k] {
 			t.Errorf("trustDecisions has %q, which is no schema key", k)
 		}
@@ -176,7 +176,7 @@ func TestTrustCoversSchema(t *testing.T) {
 	if w := Widening(&Config{Dir: root}, root, home); len(w) != 0 {
 		t.Fatalf("an empty config widens: %v", w)
 	}
-	for _, k := range sortedKeys(trustDecisions) {
+	for _, k := range SortedKeys(trustDecisions) {
 		d := trustDecisions[k]
 		if d.why == "" || len(d.cases) == 0 {
 			t.Errorf("%s: a decision needs a reason and at least one case", k)

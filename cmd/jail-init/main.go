@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/jailsh/jail/jail/inside"
+	"github.com/jailsh/jail/jail/linux/inside"
 )
 
 func main() {

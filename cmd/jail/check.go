@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/linux"
 )
 
 // check reports each protection the machine has or lacks, with the fix.
@@ -39,7 +40,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	var rows []row
 	add := func(ok, required bool, name, detail string) { rows = append(rows, row{ok, required, name, detail}) }
 
-	bwrap, err := jail.FindBwrap()
+	bwrap, err := linux.FindBwrap()
 	if err != nil {
 		add(false, true, "bubblewrap", "not installed; fix: sudo apt-get install bubblewrap")
 	} else {
@@ -57,7 +58,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 			add(true, true, "user namespaces", "unprivileged bubblewrap sandbox starts")
 		}
 	}
-	if abi := jail.LandlockABI(); abi > 0 {
+	if abi := linux.LandlockABI(); abi > 0 {
 		detail := fmt.Sprintf("ABI %d", abi)
 		if abi < 5 {
 			detail += " (device ioctls not limited before ABI 5; signals and abstract sockets not scoped before ABI 6)"

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jailsh/jail/jail"
-	"github.com/jailsh/jail/jail/inside"
+	"github.com/jailsh/jail/jail/linux"
+	"github.com/jailsh/jail/jail/linux/inside"
 )
 
 // probeCaptureArg makes `jail check` the child that probeCapture runs in.
@@ -26,7 +26,7 @@ func runCaptureProbe() error {
 	if err != nil {
 		return fmt.Errorf("finding the jail binary: %w", err)
 	}
-	bwrap, err := jail.FindBwrap()
+	bwrap, err := linux.FindBwrap()
 	if err != nil {
 		return err
 	}
@@ -59,10 +59,10 @@ func probeCapture(w io.Writer) int {
 }
 
 func captureRoundTrip() error {
-	if err := inside.ProgramCapture(jail.CapturePort); err != nil {
+	if err := inside.ProgramCapture(linux.CapturePort); err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", jail.CapturePort))
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", linux.CapturePort))
 	if err != nil {
 		return err
 	}

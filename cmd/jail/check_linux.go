@@ -11,8 +11,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/jailsh/jail/jail/inside"
-	"github.com/jailsh/jail/jail/seccomp"
+	"github.com/jailsh/jail/jail/linux/inside"
+	"github.com/jailsh/jail/jail/linux/seccomp"
 	"golang.org/x/sys/unix"
 )
 

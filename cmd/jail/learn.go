@@ -14,6 +14,7 @@ import (
 
 	"github.com/jailsh/jail/jail"
 	"github.com/jailsh/jail/jail/learn"
+	"github.com/jailsh/jail/jail/linux"
 	"github.com/jailsh/jail/proxy"
 	"golang.org/x/sys/unix"
 )
@@ -21,8 +22,8 @@ import (
 // observed runs a learning or watch plan and reports what the
 // command did: a learned profile written and offered for merging, or, in
 // watch mode, the events streamed to the decision log and a summary.
-func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
-	obs := &jail.Observer{Want: os.Getenv("JAIL_TRACER")}
+func observed(plan *linux.Plan, info *planInfo, yes bool, stderr io.Writer) int {
+	obs := &linux.Observer{Want: os.Getenv("JAIL_TRACER")}
 	var log *proxy.Log
 	if plan.Mode == "watch" {
 		var err error
@@ -45,7 +46,7 @@ func observed(plan *jail.Plan, info *planInfo, yes bool, stderr io.Writer) int {
 	}
 
 	logFrom := proxy.LogEnd(plan.StateDir)
-	code, err := jail.RunObserved(plan, stderr, obs)
+	code, err := linux.RunObserved(plan, stderr, obs)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		if ee, ok := err.(*jail.ExitError); ok {
@@ -175,7 +176,7 @@ func offerMerge(p learn.Profile, info *planInfo, yes bool, stderr io.Writer) {
 
 // sessionRequests reads the proxy's decisions of this run, logged after
 // offset from.
-func sessionRequests(plan *jail.Plan, from proxy.LogPos) []learn.Request {
+func sessionRequests(plan *linux.Plan, from proxy.LogPos) []learn.Request {
 	var reqs []learn.Request
 	proxy.ReadSession(plan.StateDir, plan.Session, from, func(e proxy.Entry) bool {
 		switch {

@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/jailsh/jail/jail/inside"
+	"github.com/jailsh/jail/jail/linux/inside"
 )
 
 func main() {

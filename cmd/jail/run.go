@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/linux"
 	"github.com/spf13/pflag"
 )
 
@@ -109,7 +110,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		opts.Mode = "watch"
 	}
 	if opts.Mode != "" && os.Getenv("JAIL_TRACER") != jail.TracerSeccomp {
-		jail.PreloadTracer() // overlaps the probes' load with planning
+		linux.PreloadTracer() // overlaps the probes' load with planning
 	}
 	argv := fs.Args()
 	if fs.Changed("command") {
@@ -130,7 +131,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 			if r, err := filepath.EvalSymlinks(home); err == nil {
 				home = r
 			}
-			jail.SweepPlaceholders(jail.StateDir(home, os.Getenv))
+			linux.SweepPlaceholders(jail.StateDir(home, os.Getenv))
 		}
 	}
 	plan, untrusted, info, err := makePlan(opts, argv)
@@ -170,7 +171,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	if info.learned != "" {
 		announceLearned(info.home, info.learned, stderr)
 	}
-	code, err := jail.Run(plan, stderr)
+	code, err := linux.Run(plan, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		var ee *jail.ExitError
@@ -237,7 +238,7 @@ type planInfo struct {
 }
 
 // makePlan resolves the policy for this directory and plans the jail.
-func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *planInfo, error) {
+func makePlan(opts jail.Options, argv []string) (*linux.Plan, *untrustedConfig, *planInfo, error) {
 	home, err := jail.HomeDir()
 	if err != nil {
 		return nil, nil, nil, err
@@ -303,12 +304,12 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 		return nil, nil, nil, err
 	}
 	command.AddTo(pol)
-	facts, err := jail.Gather(pol, home, cwd)
+	facts, err := linux.Gather(pol, home, cwd)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	facts.Command = command
-	plan, err := jail.Build(pol, facts, argv)
+	plan, err := linux.Build(pol, facts, argv)
 	if plan != nil {
 		plan.Warnings = append(plan.Warnings, regs.Warnings...)
 	}
@@ -316,8 +317,8 @@ func makePlan(opts jail.Options, argv []string) (*jail.Plan, *untrustedConfig, *
 }
 
 // reportCreated warns about delayed-escape paths the command created.
-func reportCreated(plan *jail.Plan, stderr io.Writer) {
-	created, err := jail.Created(plan)
+func reportCreated(plan *linux.Plan, stderr io.Writer) {
+	created, err := linux.Created(plan)
 	if len(created) > 0 {
 		fmt.Fprintf(stderr, "jail: warning: the command created %s; review before an unjailed tool runs it\n", jail.Escaped(strings.Join(created, ", ")))
 	}

@@ -1,0 +1,274 @@
+package linux
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/linux/inside"
+	"github.com/jailsh/jail/proxy"
+)
+
+// netSession is the host side of a jail's network: the proxy serving the
+// session's sockets and the relays of published and forwarded ports.
+type netSession struct {
+	dir       string
+	ca        *proxy.CA
+	srv       *proxy.Server
+	log       *proxy.Log
+	listeners []net.Listener
+}
+
+// prepareNetwork makes what bubblewrap binds into the jail: the session
+// directory, the shared resolv.conf and the CA bundle. The proxy itself
+// starts later (serve), while bubblewrap builds the jail.
+func prepareNetwork(n *NetPlan) (*netSession, error) {
+	if err := ensurePrivateDir(filepath.Dir(n.SessionDir)); err != nil {
+		return nil, err
+	}
+	dir := n.SessionDir
+	if len(n.Publish) > 0 {
+		dir = filepath.Join(n.SessionDir, "pub")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the session directory: %w", err)
+	}
+	ns := &netSession{dir: n.SessionDir}
+	if rc := ResolvConf(n.SessionDir); !sameContent(rc, resolvConf) {
+		if err := proxy.WriteFileAtomic(rc, []byte(resolvConf), 0o644); err != nil {
+			ns.close()
+			return nil, fmt.Errorf("writing resolv.conf: %w", err)
+		}
+	}
+	if !fileExists(filepath.Join(n.CADir, "ca.pem")) {
+		ca, err := proxy.LoadOrCreateCA(n.CADir) // the first run makes the CA
+		if err != nil {
+			ns.close()
+			return nil, fmt.Errorf("creating the jail CA in %s: %w", n.CADir, err)
+		}
+		ns.ca = ca
+	}
+	if n.Bundle != "" {
+		if err := writeBundle(n.Bundle, filepath.Join(n.CADir, "ca.pem"), hostCAFile(os.Getenv)); err != nil {
+			ns.close()
+			return nil, err
+		}
+	}
+	return ns, nil
+}
+
+// resolvConf names the jail's resolver: the bridge answers port 53 of
+// its loopback, for the proxy.
+const resolvConf = "# jail: the jail's resolver; allowed names get addresses the proxy maps back to them, other names do not exist\nnameserver 127.0.0.1\noptions attempts:2 timeout:2\n"
+
+// sameContent reports whether the file at path holds exactly want.
+func sameContent(path, want string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && string(b) == want
+}
+
+// serve starts the proxy on the session's sockets and the relays of
+// published and forwarded ports.
+func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret, tokens []proxy.TokenEndpoint) error {
+	var err error
+	if ns.ca == nil {
+		if ns.ca, err = proxy.LoadOrCreateCA(n.CADir); err != nil {
+			return fmt.Errorf("loading the jail CA in %s: %w", n.CADir, err)
+		}
+	}
+	// The log is a record, not the boundary: without it the run goes on,
+	// warned on stderr.
+	ns.log = proxy.OpenLogOrWarn(n.StateDir, os.Stderr)
+	ns.srv, err = proxy.New(proxy.Config{
+		Rules: proxy.Rules{
+			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Unknown: n.Rules.Unknown,
+			Hosts: n.Rules.Hosts, Passthrough: n.Rules.Passthrough,
+		},
+		CA: ns.ca, Log: ns.log, Session: session, Secrets: secrets, DenyCommands: n.DenyCommands,
+		TokenEndpoints: tokens,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the proxy: %w", err)
+	}
+	for _, s := range []struct {
+		name  string
+		serve func(net.Listener) error
+	}{{"http.sock", ns.srv.ServeHTTP}, {"socks.sock", ns.srv.ServeSOCKS}, {"capture.sock", ns.srv.ServeCapture}, {"dns.sock", ns.srv.ServeDNS}} {
+		l, err := net.Listen("unix", filepath.Join(n.SessionDir, s.name))
+		if err != nil {
+			return fmt.Errorf("starting the proxy: %w", err)
+		}
+		ns.listeners = append(ns.listeners, l)
+		go s.serve(l)
+	}
+	// Published ports: the host's loopback port relayed into the jail.
+	// Forwarded ports: a socket the jail dials, relayed to the host's port.
+	var relays []Relay
+	for _, p := range n.Publish {
+		relays = append(relays, Relay{Listen: "tcp:127.0.0.1:" + strconv.Itoa(p), Dial: fmt.Sprintf("unix:%s/pub/%d.sock", n.SessionDir, p)})
+	}
+	for _, p := range n.Forward {
+		relays = append(relays, Relay{Listen: fmt.Sprintf("unix:%s/fwd-%d.sock", n.SessionDir, p), Dial: "tcp:127.0.0.1:" + strconv.Itoa(p)})
+	}
+	ls, err := inside.StartRelays(relays, func(r Relay, c net.Conn) {
+		method, tcp := "FORWARD", r.Dial
+		if strings.HasPrefix(r.Listen, "tcp:") {
+			method, tcp = "PUBLISH", r.Listen
+		}
+		port, _ := strconv.Atoi(tcp[strings.LastIndexByte(tcp, ':')+1:])
+		ns.log.Write(proxy.Entry{Time: time.Now(), Session: session, Method: method, Scheme: "tcp", Host: "127.0.0.1", Port: port, Rule: strings.ToLower(method) + " " + strconv.Itoa(port), Verdict: "allow"})
+	})
+	if err != nil {
+		return fmt.Errorf("ports: %w", err)
+	}
+	ns.listeners = append(ns.listeners, ls...)
+	return nil
+}
+
+// close stops the proxy and the relays, removes the session's sockets and
+// returns the one-line summary of what was denied ("" when nothing was).
+func (ns *netSession) close() string {
+	if ns == nil {
+		return ""
+	}
+	for _, l := range ns.listeners {
+		l.Close()
+	}
+	summary := ""
+	if ns.srv != nil {
+		summary = proxy.Summary(ns.srv.Denied())
+		ns.srv.Close()
+	}
+	if ns.log != nil {
+		ns.log.Close()
+	}
+	os.RemoveAll(ns.dir)
+	return summary
+}
+
+// ensurePrivateDir makes dir (mode 0700) or checks that an existing one is
+// a real directory owned by this user and closed to others, so that another
+// local user cannot plant sockets where jail looks for them.
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return privateDir(dir)
+}
+
+// privateDir checks that dir is a directory of this user's that no one
+// else may write (or read), and not a symlink.
+func privateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is not a private directory of yours (mode %v); remove it and try again", dir, fi.Mode())
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// prepareSecrets writes the masked copies of the plan's .env files and
+// returns every secret the proxy may inject: the environment's (read here,
+// in the host process, never in the plan) and the .env files'. The
+// placeholders are the plan's: the same session key, the environment's
+// values first, so that a .env value equal to the environment's gets the
+// environment's placeholder and another value another one.
+func prepareSecrets(plan *Plan, hostEnv func(string) string) ([]proxy.Secret, error) {
+	phs := jail.NewPlaceholders(plan.SecretKey, plan.Env.Whole...)
+	secrets := envSecrets(plan, hostEnv, phs)
+	files, err := maskEnvFiles(plan, phs, secrets)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := prepareSignIn(plan)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(secrets, files...), tokens...), nil
+}
+
+// envSecrets are the secrets of the environment the plan made
+// placeholders of, in the plan's order.
+func envSecrets(plan *Plan, hostEnv func(string) string, phs *jail.Placeholders) []proxy.Secret {
+	var out []proxy.Secret
+	for _, b := range plan.Secrets {
+		v := hostEnv(b.Name)
+		_, pieces := phs.Mask(b.Name, v) // an empty value too: it holds its ordinal, as in PlanEnv
+		for _, piece := range pieces {
+			if v != "" {
+				out = append(out, proxy.Secret{Name: b.Name, Placeholder: piece.Placeholder, Value: piece.Value, Hosts: b.Hosts, Inject: b.Inject})
+			}
+		}
+	}
+	return out
+}
+
+// maskEnvFiles writes the masked copy of each of the plan's .env files and
+// returns the secrets found in them that known does not already hold.
+func maskEnvFiles(plan *Plan, phs *jail.Placeholders, known []proxy.Secret) ([]proxy.Secret, error) {
+	if len(plan.EnvFiles) == 0 {
+		return nil, nil
+	}
+	dir := filepath.Dir(plan.EnvFiles[0].Copy)
+	if err := ensurePrivateDir(filepath.Dir(dir)); err != nil {
+		return nil, err
+	}
+	if err := ensurePrivateDir(dir); err != nil {
+		return nil, err
+	}
+	forced := map[string]bool{}
+	for n := range plan.SecretEnv {
+		forced[n] = true
+	}
+	seen := map[string]bool{}
+	for _, s := range known {
+		seen[s.Placeholder] = true
+	}
+	var out []proxy.Secret
+	pieces := secretPieces(known)
+	masked := make([][]byte, len(plan.EnvFiles))
+	for i, ef := range plan.EnvFiles {
+		var found []jail.SecretPiece
+		masked[i], found = jail.MaskEnvFile(jail.ReadEnvFile(ef.Path), forced, phs.Mask)
+		for _, fv := range found {
+			if !seen[fv.Placeholder] {
+				seen[fv.Placeholder] = true
+				pieces = append(pieces, fv)
+				out = append(out, proxy.Secret{Name: fv.Name, Placeholder: fv.Placeholder, Value: fv.Value, Hosts: jail.SecretHosts(fv.Name, plan.SecretEnv),
+					Inject: jail.SecretInject(fv.Name, plan.SecretEnv)})
+			}
+		}
+	}
+	// Every secret's value is masked in every file, wherever it stands:
+	// a value copied under an innocent name or into a comment is still
+	// the credential.
+	for i, ef := range plan.EnvFiles {
+		if err := os.WriteFile(ef.Copy, []byte(jail.MaskRepeated(string(masked[i]), pieces)), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the masked copy of %s: %w", ef.Path, err)
+		}
+	}
+	return out, nil
+}
+
+// secretPieces are the values and placeholders of secrets.
+func secretPieces(secrets []proxy.Secret) []jail.SecretPiece {
+	out := make([]jail.SecretPiece, len(secrets))
+	for i, s := range secrets {
+		out[i] = jail.SecretPiece{Name: s.Name, Value: s.Value, Placeholder: s.Placeholder}
+	}
+	return out
+}
