@@ -269,7 +269,7 @@ func (g *gen) globs(kind string, globs []Glob) ([]string, error) {
 
 func (g *gen) network(pol Policy) {
 	if pol.ProxyPort == 0 {
-		g.comment("network: none at all")
+		g.comment("no connections in or out at all")
 		return
 	}
 	g.comment("network: outbound only to the local proxy and forwarded ports; inbound only on published loopback ports")
