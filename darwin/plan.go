@@ -33,7 +33,7 @@ var gitGuards = []string{"**/.git/hooks", "**/.git/config", "**/.git/info", "**/
 
 // macSecrets are macOS's root-only secrets under /private/etc, masked
 // beside the Linux list (which a root run on macOS may hold copies of).
-var macSecrets = []string{"/private/etc/master.passwd", "/private/etc/sudo_lecture", "/private/etc/kcpassword"}
+var macSecrets = []string{"/private/etc/master.passwd", "/private/etc/kcpassword"}
 
 // Plan is one jail on macOS: the Seatbelt profile, the environment, the
 // command, and what the runner needs for the proxy.
@@ -77,7 +77,7 @@ func Build(pol *jail.Policy, f *Facts, argv []string) (*Plan, error) {
 	}
 	p := &Plan{
 		Argv: argv, Cwd: MacPath(f.Cwd), Session: f.Session, NoNetwork: pol.NoNetwork,
-		SessionDir: MacPath(f.SessionDir), CADir: MacPath(f.CADir), StateDir: MacPath(f.StateDir), HostCAFile: f.HostCAFile,
+		SessionDir: f.SessionDir, CADir: f.CADir, StateDir: f.StateDir, HostCAFile: f.HostCAFile,
 	}
 	if !within(p.Cwd, root) {
 		p.Cwd = root
@@ -107,12 +107,12 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	if p.Policy.Write, p.Policy.WriteGlobs, err = split(pol.AllowWrite); err != nil {
 		return fmt.Errorf("allowWrite: %w", err)
 	}
-	p.Policy.Write = append(p.Policy.Write, p.TempDir)
+	p.Policy.Write = append(p.Policy.Write, MacPath(p.TempDir))
 	if p.Policy.Read, p.Policy.ReadGlobs, err = split(pol.AllowRead); err != nil {
 		return fmt.Errorf("allowRead: %w", err)
 	}
 	if !pol.NoNetwork {
-		p.Policy.Read = append(p.Policy.Read, p.Bundle)
+		p.Policy.Read = append(p.Policy.Read, MacPath(p.Bundle))
 	}
 	readRoots := append(append([]string{root}, p.Policy.Read...), p.Policy.Write...)
 	writeRoots := append([]string{root}, p.Policy.Write...)
@@ -124,7 +124,7 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	}
 
 	masks := append(append(jail.SystemSecrets(), macSecrets...), pol.DenyRead...)
-	masks = append(masks, p.CADir, p.StateDir)
+	masks = append(masks, MacPath(p.CADir), MacPath(p.StateDir))
 	masks = append(masks, related(jail.CredentialStores(home), readRoots)...)
 	for _, pat := range secretFilePatterns {
 		masks = append(masks, filepath.Join(root, pat))
