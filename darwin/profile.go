@@ -214,11 +214,12 @@ func (g *gen) devices() {
 		"(subpath " + g.param("DEV", "/dev/fd") + ")",
 	})
 	g.comment("terminal: no typing into the terminal's input queue (TIOCSTI)")
-	g.line("(deny file-ioctl (ioctl-command " + strconv.FormatUint(tiocsti, 10) + "))")
+	g.line("(deny file-ioctl (ioctl-command " + strconv.FormatUint(TIOCSTI, 10) + "))")
 }
 
-// tiocsti is _IOW('t', 114, char) on macOS.
-const tiocsti = 0x80017472
+// TIOCSTI is _IOW('t', 114, char) on macOS: the ioctl that pushes bytes into a
+// terminal's input queue.
+const TIOCSTI = 0x80017472
 
 func (g *gen) userPaths(pol Policy) error {
 	g.comment("directory entries on the way to what is allowed, so path resolution works")
