@@ -37,6 +37,9 @@ type Facts struct {
 	// EnvFileSecrets are the secret values found in the project's .env
 	// files, which the jail cannot read: they are offered as placeholders.
 	EnvFileSecrets []EnvFileSecret
+	// Symlinks are the symlinks at or above a protected path inside a
+	// writable tree (the project, allowWrite): such a path is refused.
+	Symlinks []string
 	// EnvLinkTargets are the files .env symlinks lead to: Seatbelt checks
 	// the resolved path, so the target is masked too.
 	EnvLinkTargets []string
@@ -66,11 +69,44 @@ func Gather(pol *jail.Policy, home, cwd string, getenv func(string) string) (*Fa
 	if fi, err := os.Lstat(filepath.Join(root, ".git")); err == nil && !fi.IsDir() {
 		f.GitNotDir = true
 	}
+	f.Symlinks = protectedLinks(pol, root, f)
 	var err error
 	if f.EnvFileSecrets, f.EnvLinkTargets, err = envFileSecrets(pol, root, f.SecretKey); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// protectedLinks finds the symlinks at or above each protected path
+// below a writable tree.
+func protectedLinks(pol *jail.Policy, root string, f *Facts) []string {
+	writable := []string{root}
+	for _, w := range pol.AllowWrite {
+		if !jail.HasMeta(w) {
+			writable = append(writable, resolve(w))
+		}
+	}
+	paths := append(jail.ProtectedProjectPaths(root), jail.ProtectedHomePaths(f.Home)...)
+	paths = append(append(paths, f.HooksPaths...), filepath.Join(root, "HEAD"))
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range paths {
+		if jail.HasMeta(p) {
+			p = jail.GlobBase(p)
+		}
+		for _, w := range writable {
+			if !within(p, w) {
+				continue
+			}
+			for d := p; d != w && within(d, w) && !seen[d]; d = filepath.Dir(d) {
+				seen[d] = true
+				if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // CADir is where the per-user CA lives on macOS: under XDG_CONFIG_HOME

@@ -150,6 +150,20 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	if p.Policy.Protected, p.Policy.ProtectedGlobs, err = split(related(protected, writeRoots)); err != nil {
 		return fmt.Errorf("protected paths: %w", err)
 	}
+	return linkedProtection(p.Policy.Protected, f.Symlinks)
+}
+
+// linkedProtection refuses a protected path reached through a symlink in a
+// writable tree: Seatbelt checks the path the link resolves to, which the
+// rule on the name does not cover, and the link could be replaced.
+func linkedProtection(protected, links []string) error {
+	for _, l := range links {
+		for _, pp := range protected {
+			if within(pp, MacPath(l)) {
+				return fmt.Errorf("%s is a symlink inside a writable tree, so %s cannot be kept read-only (the link could be replaced from inside the jail); make it a real file or directory, or remove it", l, pp)
+			}
+		}
+	}
 	return nil
 }
 

@@ -355,3 +355,24 @@ func TestCommandLineQuoting(t *testing.T) {
 }
 
 type proxySecret = proxy.Secret
+
+// TestPlanProtectedSymlink: a protected path reached through a symlink in
+// the project (a cloned .vscode -> vs) is refused, since the rule on the
+// name would not cover the link's target; Gather finds the link on disk.
+func TestPlanProtectedSymlink(t *testing.T) {
+	dir := t.TempDir()
+	home, project := filepath.Join(dir, "home"), filepath.Join(dir, "home", "src", "app")
+	os.MkdirAll(filepath.Join(project, "vs"), 0o755)
+	if err := os.Symlink("vs", filepath.Join(project, ".vscode")); err != nil {
+		t.Fatal(err)
+	}
+	pol := realPolicy(t, jail.Options{NoProfile: true}, "sh", project, home, "")
+	f, err := Gather(pol, home, project, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ProxyPort = PlanPort
+	if _, err := Build(pol, f, []string{"sh"}); err == nil || !strings.Contains(err.Error(), ".vscode is a symlink") {
+		t.Errorf("a symlinked .vscode was planned: %v", err)
+	}
+}
