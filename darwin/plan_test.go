@@ -212,6 +212,18 @@ func TestPlanProtectedMissing(t *testing.T) {
 	want(t, p, "file-write-unlink", app+"/.git", false)
 }
 
+// TestPlanAgentCommandFiles: with Claude Code's profile, its state
+// directory is writable, but the files declaring commands the unjailed
+// agent runs later (settings, hooks, ~/.claude.json's MCP servers) are not.
+func TestPlanAgentCommandFiles(t *testing.T) {
+	pol := realPolicy(t, jail.Options{Profiles: []string{"claude"}}, "claude", app, alice, "")
+	p := plan(t, pol, fakeFacts(app, alice))
+	want(t, p, "file-write-create", alice+"/.claude/projects/x.jsonl", true)
+	for _, path := range []string{alice + "/.claude.json", alice + "/.claude/settings.json", alice + "/.claude/hooks/h.sh", alice + "/.claude/commands/c.md"} {
+		want(t, p, "file-write-data", path, false)
+	}
+}
+
 // TestPlanCredentialStores: with the whole home readable, its credential
 // stores and jail's own CA and log stay masked.
 func TestPlanCredentialStores(t *testing.T) {
