@@ -79,6 +79,11 @@ func Build(pol *jail.Policy, f *Facts, argv []string) (*Plan, error) {
 	if root == "/" || within(home, root) {
 		return nil, fmt.Errorf("refusing to use %s as the project root: it contains your home directory; run jail from inside a project directory (or put a jail.json there)", root)
 	}
+	for _, d := range []struct{ what, path string }{{"project directory", root}, {"home directory", home}} {
+		if jail.HasMeta(d.path) {
+			return nil, fmt.Errorf("the %s %s has a glob character (*, ? or [) in its name, so jail cannot tell the paths under it from patterns; rename it or run jail from a directory without them", d.what, d.path)
+		}
+	}
 	if !pol.NoNetwork && !validPort(f.ProxyPort) {
 		return nil, fmt.Errorf("planning the macOS jail: proxy port %d out of range; pass the proxy listener's port", f.ProxyPort)
 	}

@@ -253,6 +253,11 @@ func TestPlanHostileProjectName(t *testing.T) {
 	if !slices.Contains(p.Profile.Params, Param{"PROJECT_0", evil}) {
 		t.Error("the project is not passed as a parameter")
 	}
+	glob := alice + "/src/[x]"
+	pol = realPolicy(t, jail.Options{NoProfile: true}, "sh", glob, alice, "")
+	if _, err := Build(pol, fakeFacts(glob, alice), []string{"sh"}); err == nil || !strings.Contains(err.Error(), "glob character") {
+		t.Errorf("a project whose name reads as a pattern (its .env masks would miss) was planned: %v", err)
+	}
 	nl := alice + "/src/x\n(allow default)"
 	pol = realPolicy(t, jail.Options{NoProfile: true}, "sh", nl, alice, "")
 	if p, err := Build(pol, fakeFacts(nl, alice), []string{"sh"}); err == nil {
