@@ -53,6 +53,17 @@ func (g Glob) regex() (string, error) {
 	return b.String(), nil
 }
 
+// treeRegex is regex widened to everything below each match: a rule on a
+// path names the path alone, so a masked or protected directory matched by
+// a pattern needs its contents matched too.
+func (g Glob) treeRegex() (string, error) {
+	re, err := g.regex()
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(re, "$") + "(/.*)?$", nil
+}
+
 // base is the longest leading directory of the glob without glob
 // characters: renaming it or anything above it would move what it matches.
 func (g Glob) base() string {

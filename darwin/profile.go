@@ -24,13 +24,18 @@ type Policy struct {
 	Project        string   // readable and writable root of the run
 	Home           string   // the user's home: only its directory entry is visible
 	Read           []string // readable (and executable) trees
+	ReadGlobs      []Glob   // readable by pattern, each match with everything below it
 	Write          []string // readable and writable trees, a private temp dir among them
+	WriteGlobs     []Glob   // writable by pattern, each match with everything below it
 	DenyRead       []string // masked: neither readable nor writable
 	DenyGlobs      []Glob   // masked by pattern
 	Protected      []string // read-only even inside writable trees, existing or not
 	ProtectedGlobs []Glob   // read-only by pattern
-	ProxyPort      int      // the only port reachable outbound, on loopback
-	Published      []int    // loopback ports the command may listen on
+	// ProxyPort is the local proxy's port, reachable outbound on loopback;
+	// 0 means no network at all: no outbound rule is written.
+	ProxyPort int
+	Published []int // loopback ports the command may listen on
+	Forward   []int // the host's loopback ports the command may connect to
 }
 
 // Param is one -D NAME=value binding referenced in the profile as
@@ -70,7 +75,9 @@ func Generate(pol Policy) (Profile, error) {
 	g.processes()
 	g.system()
 	g.devices()
-	g.userPaths(pol)
+	if err := g.userPaths(pol); err != nil {
+		return Profile{}, err
+	}
 	g.network(pol)
 	if err := g.masks(pol); err != nil {
 		return Profile{}, err
@@ -94,12 +101,12 @@ func check(pol Policy) error {
 			}
 		}
 	}
-	if !validPort(pol.ProxyPort) {
+	if pol.ProxyPort != 0 && !validPort(pol.ProxyPort) {
 		return fmt.Errorf("seatbelt profile: proxy port %d out of range", pol.ProxyPort)
 	}
-	for _, p := range pol.Published {
+	for _, p := range append(slices.Clone(pol.Published), pol.Forward...) {
 		if !validPort(p) {
-			return fmt.Errorf("seatbelt profile: published port %d out of range", p)
+			return fmt.Errorf("seatbelt profile: port %d out of range", p)
 		}
 	}
 	return nil
@@ -207,38 +214,80 @@ func (g *gen) devices() {
 		"(subpath " + g.param("DEV", "/dev/fd") + ")",
 	})
 	g.comment("terminal: no typing into the terminal's input queue (TIOCSTI)")
-	g.line("(deny file-ioctl (ioctl-command " + strconv.FormatUint(tiocsti, 10) + "))")
+	g.line("(deny file-ioctl (ioctl-command " + strconv.FormatUint(TIOCSTI, 10) + "))")
 }
 
-// tiocsti is _IOW('t', 114, char) on macOS.
-const tiocsti = 0x80017472
+// TIOCSTI is _IOW('t', 114, char) on macOS: the ioctl that pushes bytes into a
+// terminal's input queue.
+const TIOCSTI = 0x80017472
 
-func (g *gen) userPaths(pol Policy) {
+func (g *gen) userPaths(pol Policy) error {
 	g.comment("directory entries on the way to what is allowed, so path resolution works")
 	var dirs []string
 	for _, p := range append(append([]string{pol.Project, pol.Home}, pol.Read...), pol.Write...) {
 		dirs = append(dirs, ancestors(p)...)
 	}
+	for _, gl := range append(slices.Clone(pol.ReadGlobs), pol.WriteGlobs...) {
+		dirs = append(dirs, gl.base())
+		dirs = append(dirs, ancestors(gl.base())...)
+	}
 	dirs = append(dirs, pol.Home)
-	g.rule("allow file-read-metadata", g.paths("literal", "DIR", dirs))
+	g.rule("allow file-read-metadata", g.paths("literal", "DIR", slices.DeleteFunc(dirs, func(d string) bool { return d == "/" })))
 	g.comment("readable trees")
-	g.rule("allow file-read*", g.paths("subpath", "READ", pol.Read))
+	read, err := g.globs("READRE", pol.ReadGlobs)
+	if err != nil {
+		return fmt.Errorf("seatbelt profile: allowRead: %w", err)
+	}
+	g.rule("allow file-read*", append(g.paths("subpath", "READ", pol.Read), read...))
 	g.comment("the project and writable trees")
 	g.rule("allow file-read* file-write*", []string{"(subpath " + g.param("PROJECT", pol.Project) + ")"})
-	g.rule("allow file-read* file-write*", g.paths("subpath", "WRITE", pol.Write))
+	write, err := g.globs("WRITERE", pol.WriteGlobs)
+	if err != nil {
+		return fmt.Errorf("seatbelt profile: allowWrite: %w", err)
+	}
+	g.rule("allow file-read* file-write*", append(g.paths("subpath", "WRITE", pol.Write), write...))
+	return nil
+}
+
+// globs turns globs into regex filters matching each match and everything
+// below it, sorted and without repeats.
+func (g *gen) globs(kind string, globs []Glob) ([]string, error) {
+	res := make([]string, 0, len(globs))
+	for _, gl := range globs {
+		re, err := gl.treeRegex()
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, re)
+	}
+	slices.Sort(res)
+	out := make([]string, 0, len(res))
+	for _, re := range slices.Compact(res) {
+		out = append(out, "(regex "+g.param(kind, re)+")")
+	}
+	return out, nil
 }
 
 func (g *gen) network(pol Policy) {
-	g.comment("network: outbound only to the local proxy; inbound only on published loopback ports")
-	g.line(`(allow network-outbound (remote tcp "localhost:` + strconv.Itoa(pol.ProxyPort) + `"))`)
-	ports := slices.Clone(pol.Published)
-	slices.Sort(ports)
-	ports = slices.Compact(ports)
-	var filters []string
-	for _, p := range ports {
-		filters = append(filters, `(local tcp "localhost:`+strconv.Itoa(p)+`")`)
+	if pol.ProxyPort == 0 {
+		g.comment("no connections in or out at all")
+		return
 	}
-	g.rule("allow network-bind network-inbound", filters)
+	g.comment("network: outbound only to the local proxy and forwarded ports; inbound only on published loopback ports")
+	g.rule("allow network-outbound", portFilters("remote", append([]int{pol.ProxyPort}, pol.Forward...)))
+	g.rule("allow network-bind network-inbound", portFilters("local", pol.Published))
+}
+
+// portFilters are (remote|local tcp "localhost:N") filters, sorted and
+// without repeats.
+func portFilters(side string, ports []int) []string {
+	ports = slices.Clone(ports)
+	slices.Sort(ports)
+	var out []string
+	for _, p := range slices.Compact(ports) {
+		out = append(out, `(`+side+` tcp "localhost:`+strconv.Itoa(p)+`")`)
+	}
+	return out
 }
 
 func (g *gen) masks(pol Policy) error {
@@ -269,21 +318,12 @@ func (g *gen) pathsAndGlobs(kind string, ps []string, globs []Glob) ([]string, e
 		g.ancestors = append(g.ancestors, ancestors(p)...)
 	}
 	filters := g.paths("subpath", kind, ps)
-	res := make([]string, 0, len(globs))
 	for _, gl := range globs {
-		re, err := gl.regex()
-		if err != nil {
-			return nil, err
-		}
-		res = append(res, re)
 		g.ancestors = append(g.ancestors, gl.base())
 		g.ancestors = append(g.ancestors, ancestors(gl.base())...)
 	}
-	slices.Sort(res)
-	for _, re := range slices.Compact(res) {
-		filters = append(filters, "(regex "+g.param(kind+"RE", re)+")")
-	}
-	return filters, nil
+	res, err := g.globs(kind+"RE", globs)
+	return append(filters, res...), err
 }
 
 func (g *gen) ancestorsUnlink() {

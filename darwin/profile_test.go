@@ -48,11 +48,29 @@ func publishedPolicy() Policy {
 	return p
 }
 
+// widenedPolicy forwards host ports and allows reads and writes by pattern.
+func widenedPolicy() Policy {
+	p := defaultPolicy()
+	p.Forward = []int{5432, 6379}
+	p.ReadGlobs = []Glob{{home, ".config/tool-*"}}
+	p.WriteGlobs = []Glob{{home, ".cache/*/jail"}}
+	return p
+}
+
+// offlinePolicy has no network at all.
+func offlinePolicy() Policy {
+	p := defaultPolicy()
+	p.ProxyPort = 0
+	return p
+}
+
 func TestGolden(t *testing.T) {
 	for name, pol := range map[string]Policy{
 		"default":   defaultPolicy(),
 		"globs":     globPolicy(),
 		"published": publishedPolicy(),
+		"widened":   widenedPolicy(),
+		"offline":   offlinePolicy(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			prof, err := Generate(pol)
@@ -131,8 +149,11 @@ func TestRefused(t *testing.T) {
 		{"relative project", func(p *Policy) { p.Project = "src" }, "clean absolute"},
 		{"dotdot write", func(p *Policy) { p.Write = []string{"/a/../b"} }, "clean absolute"},
 		{"newline read", func(p *Policy) { p.Read = []string{"/a\n(allow default)"} }, "clean absolute"},
-		{"no proxy", func(p *Policy) { p.ProxyPort = 0 }, "proxy port"},
-		{"bad published", func(p *Policy) { p.Published = []int{70000} }, "published port"},
+		{"negative proxy", func(p *Policy) { p.ProxyPort = -1 }, "proxy port"},
+		{"bad published", func(p *Policy) { p.Published = []int{70000} }, "port 70000"},
+		{"bad forward", func(p *Policy) { p.Forward = []int{0} }, "port 0"},
+		{"bad read glob", func(p *Policy) { p.ReadGlobs = []Glob{{"/p", "[a^b]"}} }, "allowRead"},
+		{"bad write glob", func(p *Policy) { p.WriteGlobs = []Glob{{"/p", "../x"}} }, "allowWrite"},
 		{"class with caret", func(p *Policy) { p.DenyGlobs = []Glob{{"/p", "[a^b]"}} }, "character class"},
 		{"unterminated class", func(p *Policy) { p.ProtectedGlobs = []Glob{{"/p", "[ab"}} }, "unterminated"},
 		{"absolute pattern", func(p *Policy) { p.DenyGlobs = []Glob{{"/p", "/etc/*"}} }, "relative pattern"},

@@ -222,7 +222,8 @@ func validateFilter(t testing.TB, rule, f node, declared, used map[string]bool) 
 }
 
 // validateNetwork lets network rules name only loopback: outbound only
-// the proxy port, bind and inbound only published ports.
+// the proxy port and forwarded ports (none without a proxy), bind and
+// inbound only published ports.
 func validateNetwork(t testing.TB, pol Policy, rule node, ops []string, f node) {
 	t.Helper()
 	for _, op := range ops {
@@ -233,8 +234,8 @@ func validateNetwork(t testing.TB, pol Policy, rule node, ops []string, f node) 
 		switch {
 		case !ok:
 			t.Errorf("rule %s: network filter %s is not (remote|local tcp \"localhost:PORT\")", render1(rule), render1(f))
-		case op == "network-outbound" && (f.head() != "remote" || port != pol.ProxyPort):
-			t.Errorf("rule %s: outbound to something other than the proxy port %d", render1(rule), pol.ProxyPort)
+		case op == "network-outbound" && (f.head() != "remote" || pol.ProxyPort == 0 || (port != pol.ProxyPort && !slices.Contains(pol.Forward, port))):
+			t.Errorf("rule %s: outbound to something other than the proxy port %d and the forwarded ports %v", render1(rule), pol.ProxyPort, pol.Forward)
 		case op != "network-outbound" && (f.head() != "local" || !slices.Contains(pol.Published, port)):
 			t.Errorf("rule %s: %s on a port that is not published", render1(rule), op)
 		}
@@ -330,6 +331,25 @@ func TestValidatorCatches(t *testing.T) {
 				t.Errorf("the validator accepted a profile with %s", name)
 			}
 		})
+	}
+}
+
+// TestValidatorCatchesOffline: without a proxy no outbound rule passes,
+// not even to a port that would be the proxy's.
+func TestValidatorCatchesOffline(t *testing.T) {
+	pol := offlinePolicy()
+	good, err := Generate(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, pol, good)
+	ft := &fakeT{}
+	func() {
+		defer func() { _ = recover() }()
+		validate(ft, pol, Profile{Text: good.Text + "(allow network-outbound (remote tcp \"localhost:41234\"))\n", Params: good.Params})
+	}()
+	if !ft.failed {
+		t.Error("the validator accepted an outbound rule in a profile without a proxy")
 	}
 }
 

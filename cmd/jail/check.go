@@ -31,6 +31,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 			return 125
 		}
 	}
+	if code, done := platformCheck(verbose, stdout); done {
+		return code
+	}
 	type row struct {
 		ok       bool
 		required bool

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/jailsh/jail/jail"
@@ -87,6 +88,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	fs.StringVarP(&shellString, "command", "c", "", "run `STRING` with /bin/sh -c")
 	fs.BoolVar(&showVersion, "version", false, "print the version")
 	help := fs.BoolP("help", "h", false, "show this help")
+	platform := fs.String("platform", runtime.GOOS, "plan for `OS` (linux or darwin); jail runs only the running OS's")
 
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "jail: %v; see jail --help\n", err)
@@ -125,6 +127,9 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		return 125
 	}
 
+	if code, done := otherPlatform(*platform, opts, argv, planOnly, stdout, stderr); done {
+		return code
+	}
 	if !planOnly {
 		// Placeholders a killed jail left go before planning looks.
 		if home, err := jail.HomeDir(); err == nil {
@@ -237,15 +242,45 @@ type planInfo struct {
 	allowed       []string // literal allowRead and allowWrite paths of the policy
 }
 
+// resolvedPolicy is the policy for this directory and command, before a
+// platform planner turns it into a jail.
+type resolvedPolicy struct {
+	pol       *jail.Policy
+	untrusted *untrustedConfig
+	info      *planInfo
+	regs      jail.RegistryDecision
+	command   *jail.CommandExposure
+	home, cwd string
+}
+
 // makePlan resolves the policy for this directory and plans the jail.
 func makePlan(opts jail.Options, argv []string) (*linux.Plan, *untrustedConfig, *planInfo, error) {
-	home, err := jail.HomeDir()
+	r, err := resolvePolicy(opts, argv)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	facts, err := linux.Gather(r.pol, r.home, r.cwd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	facts.Command = r.command
+	plan, err := linux.Build(r.pol, facts, argv)
+	if plan != nil {
+		plan.Warnings = append(plan.Warnings, r.regs.Warnings...)
+	}
+	return plan, r.untrusted, r.info, err
+}
+
+// resolvePolicy resolves the layers, trust, registries and the command's
+// install tree for this directory: what every platform's planner takes.
+func resolvePolicy(opts jail.Options, argv []string) (*resolvedPolicy, error) {
+	home, err := jail.HomeDir()
+	if err != nil {
+		return nil, err
+	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading the working directory: %w", err)
+		return nil, fmt.Errorf("reading the working directory: %w", err)
 	}
 	if r, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = r
@@ -255,7 +290,7 @@ func makePlan(opts jail.Options, argv []string) (*linux.Plan, *untrustedConfig, 
 	}
 	layers, root, err := jail.LoadLayers(opts, argv, cwd, home, os.Getenv)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	info := &planInfo{home: home, root: root}
 	// A project jail.json may come from a stranger: what it widens needs
@@ -276,7 +311,7 @@ func makePlan(opts jail.Options, argv []string) (*linux.Plan, *untrustedConfig, 
 
 	pol, err := jail.Resolve(layers, root, home, opts)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	for _, p := range append(append([]string{}, pol.AllowRead...), pol.AllowWrite...) {
 		if !jail.HasMeta(p) {
@@ -301,19 +336,10 @@ func makePlan(opts jail.Options, argv []string) (*linux.Plan, *untrustedConfig, 
 	// hidden prefix) needs its install tree shown, read-only.
 	command, err := jail.ExposeCommand(pol, argv, home, cwd, os.Getenv("PATH"))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	command.AddTo(pol)
-	facts, err := linux.Gather(pol, home, cwd)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	facts.Command = command
-	plan, err := linux.Build(pol, facts, argv)
-	if plan != nil {
-		plan.Warnings = append(plan.Warnings, regs.Warnings...)
-	}
-	return plan, untrusted, info, err
+	return &resolvedPolicy{pol: pol, untrusted: untrusted, info: info, regs: regs, command: command, home: home, cwd: cwd}, nil
 }
 
 // reportCreated warns about delayed-escape paths the command created.

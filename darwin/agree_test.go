@@ -1,0 +1,164 @@
+package darwin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/linux"
+)
+
+// access is what a jailed command may do with a host path.
+type access string
+
+const (
+	none     access = "none"      // neither read nor write: masked or not shown
+	readOnly access = "read-only" // read, not write
+	readable access = "writable"  // read and write
+)
+
+// linuxAccess reads a bubblewrap plan the way the mounts stack: the last
+// mount at or above the path decides, then init's read-only mounts, which
+// bind the jail's own view onto itself, take writing away. A throwaway
+// tree (the private home, tmpfs) shows nothing of the host.
+func linuxAccess(p *linux.Plan, path string) access {
+	got := none
+	for _, op := range p.Ops {
+		if !within(path, op.Dest) {
+			continue
+		}
+		switch op.Kind {
+		case "bind", "view":
+			got = readable
+		case "ro-bind", "ro-view":
+			got = readOnly
+		case "mask", "mask-dir", "home", "tmpfs":
+			got = none
+		}
+	}
+	for _, m := range p.Mounts { // each binds the jail's own view of Path onto itself
+		if within(path, m.Path) && m.ReadOnly && got == readable {
+			got = readOnly
+		}
+	}
+	return got
+}
+
+// darwinAccess evaluates the Seatbelt profile for the path.
+func darwinAccess(t *testing.T, p *Plan, path string) access {
+	path = MacPath(path)
+	read := evaluate(t, p.Profile, "file-read-data", path)
+	write := evaluate(t, p.Profile, "file-write-data", path) && evaluate(t, p.Profile, "file-write-create", path)
+	switch {
+	case read && write:
+		return readable
+	case read:
+		return readOnly
+	}
+	return none
+}
+
+// TestSamePolicyBothPlatforms plans one table of policies on a real tree
+// with both planners and asserts that the bubblewrap plan and the Seatbelt
+// profile agree on what is readable, writable, masked and protected. The
+// one difference is by design: a .env is shown as a masked copy on Linux
+// and denied on macOS, where nothing can be mounted over a file.
+func TestSamePolicyBothPlatforms(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, project := filepath.Join(dir, "home"), filepath.Join(dir, "home", "src", "app")
+	for _, f := range []string{
+		"src/app/main.go", "src/app/.env", "src/app/api/.env.local", "src/app/secrets/key", "src/app/.git/config",
+		"src/app/.git/objects/x", "src/app/.vscode/settings.json", "src/app/cert.pem",
+		".ssh/id_ed25519", ".aws/credentials", ".config/tool-a/config", ".config/tool-b/config", ".cache/go/jail/x",
+		"notes/todo.txt", "notes/private-plan.txt", "shared/lib.txt",
+	} {
+		p := filepath.Join(home, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("API_TOKEN=not-a-real-token-0123456789\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type probe struct {
+		path string
+		want access
+	}
+	for _, tc := range []struct {
+		name   string
+		opts   jail.Options
+		probes []probe
+	}{
+		{"default", jail.Options{NoProfile: true}, []probe{
+			{"src/app/main.go", readable},
+			{"src/app/.git/config", readOnly},
+			{"src/app/.git/objects/x", readable},
+			{"src/app/.git/hooks/pre-commit", readOnly}, // missing: held all the same
+			{"src/app/.vscode/settings.json", readOnly},
+			{"src/app/.mcp.json", readOnly},
+			{".ssh/id_ed25519", none},
+			{"notes/todo.txt", none},
+			{"shared/lib.txt", none},
+		}},
+		{"globs and masks", jail.Options{NoProfile: true,
+			AllowRead:  []string{"~/.config/tool-*", "~/notes", "~/.ssh"},
+			AllowWrite: []string{"~/.cache/*/jail", "~/shared"},
+			DenyRead:   []string{"secrets/**", "**/*.pem", "~/notes/private*"},
+		}, []probe{
+			{".config/tool-a/config", readOnly},
+			{".config/tool-b/config", readOnly},
+			{".cache/go/jail/x", readable},
+			{"shared/lib.txt", readable},
+			{"notes/todo.txt", readOnly},
+			{"notes/private-plan.txt", none},
+			{"src/app/secrets/key", none},
+			{"src/app/cert.pem", none},
+			{".ssh/id_ed25519", none}, // a credential store, masked though allowed
+			{".aws/credentials", none},
+		}},
+		{"home writable", jail.Options{NoProfile: true, AllowWrite: []string{"~"}}, []probe{
+			{"notes/todo.txt", readable},
+			{".zshrc", readOnly},
+			{".gitconfig", readOnly},
+			{".ssh/id_ed25519", none},
+			{".aws/credentials", none},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := realPolicy(t, tc.opts, "sh", project, home, "")
+			lf, err := linux.Gather(pol, home, project)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lp, err := linux.Build(pol, lf, []string{"sh"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			df, err := Gather(pol, home, project, noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			df.ProxyPort = PlanPort
+			dp, err := Build(pol, df, []string{"sh"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pr := range append(tc.probes, probe{"src/app/.env", none}, probe{"src/app/api/.env.local", none}) {
+				path := filepath.Join(home, pr.path)
+				l, d := linuxAccess(lp, path), darwinAccess(t, dp, path)
+				if strings.Contains(pr.path, ".env") {
+					if l != readOnly || d != none {
+						t.Errorf("%s: Linux %s (want a read-only masked copy), macOS %s (want none)", pr.path, l, d)
+					}
+					continue
+				}
+				if l != pr.want || d != pr.want {
+					t.Errorf("%s: Linux %s, macOS %s, want %s on both", pr.path, l, d, pr.want)
+				}
+			}
+		})
+	}
+}
