@@ -1,7 +1,6 @@
 package darwin
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/jailsh/jail/jail"
 )
@@ -65,7 +63,9 @@ func Gather(pol *jail.Policy, home, cwd string, getenv func(string) string) (*Fa
 	f.StateDir = resolve(jail.StateDir(f.Home, getenv))
 	f.HostCAFile = hostCAFile(getenv)
 	root := resolve(pol.ProjectRoot)
-	f.HooksPaths = hooksPaths(root, f.Home)
+	for _, h := range jail.HooksPaths(root, f.Home) {
+		f.HooksPaths = append(f.HooksPaths, resolve(h))
+	}
 	if fi, err := os.Lstat(filepath.Join(root, ".git")); err == nil && !fi.IsDir() {
 		f.GitNotDir = true
 	}
@@ -149,11 +149,9 @@ func randomHex(n int) string {
 // envFileSecrets reads the secret values of the project's .env files (and
 // of secrets.files): the files are masked, the values become placeholders.
 func envFileSecrets(pol *jail.Policy, root string, key jail.SessionKey) ([]EnvFileSecret, []string, error) {
-	patterns := []string{}
-	for _, p := range secretFilePatterns {
-		patterns = append(patterns, filepath.Join(root, p))
-	}
-	patterns = append(patterns, pol.Secrets.Files...)
+	resolved := *pol
+	resolved.ProjectRoot = root // the walk sees resolved paths
+	patterns := jail.SecretFiles(&resolved)
 	forced := map[string]bool{}
 	for n := range pol.Secrets.Env {
 		forced[n] = true
@@ -206,76 +204,4 @@ func readLimited(path string) []byte {
 	defer f.Close()
 	b, _ := io.ReadAll(io.LimitReader(f, maxEnvFile))
 	return b
-}
-
-// hooksPaths are the directories core.hooksPath names in the project's
-// .git/config, ~/.gitconfig and ~/.config/git/config, read from the files
-// (git is never run). Relative paths are the project's, "~/" the home's.
-func hooksPaths(root, home string) []string {
-	var out []string
-	for _, cfg := range []string{filepath.Join(root, ".git", "config"), filepath.Join(home, ".gitconfig"), filepath.Join(home, ".config", "git", "config")} {
-		v := gitConfigValue(cfg, "core", "hookspath")
-		switch {
-		case v == "":
-			continue
-		case v == "~" || strings.HasPrefix(v, "~/"):
-			v = filepath.Join(home, strings.TrimPrefix(v, "~"))
-		case !filepath.IsAbs(v):
-			v = filepath.Join(root, v)
-		}
-		out = append(out, resolve(filepath.Clean(v)))
-	}
-	return out
-}
-
-// gitConfigValue is the last value of section.key in a git config file,
-// case-insensitive, quotes and trailing comments dropped.
-func gitConfigValue(path, section, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var cur, value string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if line[0] == '[' {
-			end := strings.IndexByte(line, ']')
-			if end < 0 {
-				continue
-			}
-			cur = strings.ToLower(strings.TrimSpace(line[1:end]))
-			if line = strings.TrimSpace(line[end+1:]); line == "" {
-				continue
-			}
-		}
-		k, v, _ := strings.Cut(line, "=")
-		if cur == section && strings.ToLower(strings.TrimSpace(k)) == key {
-			value = gitUnquote(strings.TrimSpace(v))
-		}
-	}
-	return value
-}
-
-func gitUnquote(v string) string {
-	var b strings.Builder
-	quoted := false
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case c == '"':
-			quoted = !quoted
-		case (c == '#' || c == ';') && !quoted:
-			return strings.TrimSpace(b.String())
-		case c == '\\' && i+1 < len(v):
-			i++
-			b.WriteByte(v[i])
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return strings.TrimSpace(b.String())
 }

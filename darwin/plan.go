@@ -15,18 +15,6 @@ import (
 // one is the port the proxy's listener gets when jail runs.
 const PlanPort = 3128
 
-// caVars are the variables toolchains read for extra or replacement CA
-// bundles; all name the session's bundle (the host's CAs and the jail CA).
-var caVars = []string{
-	"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
-	"PIP_CERT", "DENO_CERT", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "NIX_SSL_CERT_FILE", "HEX_CACERTS_PATH",
-	"npm_config_cafile", "BUNDLE_SSL_CA_CERT", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
-}
-
-// secretFilePatterns are the files whose values are secrets, relative to
-// the project, whatever the policy says: .env, .env* and .envs/ anywhere.
-var secretFilePatterns = []string{"**/.env", "**/.env.*", "**/.env*", "**/.envs/**"}
-
 // gitGuards are the parts of every .git in the project (its own and nested
 // clones') that an unjailed git obeys: hooks, config, info and commondir.
 var gitGuards = []string{"**/.git/hooks", "**/.git/config", "**/.git/info", "**/.git/commondir"}
@@ -138,10 +126,7 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	masks := append(append(jail.SystemSecrets(), macSecrets...), pol.DenyRead...)
 	masks = append(masks, MacPath(p.CADir), MacPath(p.StateDir))
 	masks = append(masks, related(jail.CredentialStores(home), readRoots)...)
-	for _, pat := range secretFilePatterns {
-		masks = append(masks, filepath.Join(root, pat))
-	}
-	masks = append(masks, pol.Secrets.Files...)
+	masks = append(masks, jail.SecretFiles(pol)...)
 	masks = append(masks, f.EnvLinkTargets...)
 	if p.Policy.DenyRead, p.Policy.DenyGlobs, err = split(masks); err != nil {
 		return fmt.Errorf("denyRead: %w", err)
@@ -215,7 +200,7 @@ func (p *Plan) proxyVars() map[string]string {
 	} {
 		vars[k], vars[strings.ToLower(k)] = v, v
 	}
-	for _, k := range caVars {
+	for _, k := range jail.CAVars {
 		vars[k] = p.Bundle
 	}
 	return vars
@@ -364,21 +349,7 @@ func (p *Plan) CommandLine() string {
 			i++
 			continue
 		}
-		parts = append(parts, ShellQuote(args[i]))
+		parts = append(parts, jail.ShellQuote(args[i]))
 	}
 	return strings.Join(parts, " ")
-}
-
-// ShellQuote quotes s for a POSIX shell: bare when it holds only safe
-// bytes, else in single quotes.
-func ShellQuote(s string) string {
-	safe := s != ""
-	for i := 0; i < len(s) && safe; i++ {
-		c := s[i]
-		safe = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./=:,+@%", c) >= 0
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
