@@ -3,6 +3,7 @@ package darwin
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,6 +77,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 		"src/app/.git/objects/x", "src/app/.vscode/settings.json", "src/app/cert.pem",
 		".ssh/id_ed25519", ".aws/credentials", ".config/tool-a/config", ".config/tool-b/config", ".cache/go/jail/x",
 		"notes/todo.txt", "notes/private-plan.txt", "shared/lib.txt",
+		"src/app/vendor/lib/.git/config", "src/app/vendor/lib/main.c", "tools/status.sh",
 	} {
 		p := filepath.Join(home, f)
 		os.MkdirAll(filepath.Dir(p), 0o755)
@@ -83,9 +85,25 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	type probe struct {
-		path string
-		want access
+	// An agent's settings name a program in the home the unjailed agent
+	// runs later; a project file and a shared file are other names of the
+	// SSH key and of the .env.
+	settings := `{"statusLine": {"type": "command", "command": "sh ~/tools/status.sh"}}`
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	if err := os.WriteFile(filepath.Join(home, ".claude/settings.json"), []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"src/app/key-copy": ".ssh/id_ed25519", "shared/env-copy": "src/app/.env", "shared/pem-copy": "src/app/cert.pem"} {
+		if err := os.Link(filepath.Join(home, target), filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	always := []probe{
+		{"src/app/key-copy", none},
+		{"src/app/vendor/lib/.git/config", readOnly},
+		{"src/app/vendor/lib/.git/hooks/post-checkout", readOnly},
+		{"src/app/vendor/lib/HEAD", readOnly},
+		{"src/app/vendor/lib/main.c", readable},
 	}
 	for _, tc := range []struct {
 		name   string
@@ -116,6 +134,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			{"notes/private-plan.txt", none},
 			{"src/app/secrets/key", none},
 			{"src/app/cert.pem", none},
+			{"shared/pem-copy", none}, // another name of a file a glob denies
 			{".ssh/id_ed25519", none}, // a credential store, masked though allowed
 			{".aws/credentials", none},
 		}},
@@ -125,6 +144,20 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			{".gitconfig", readOnly},
 			{".ssh/id_ed25519", none},
 			{".aws/credentials", none},
+			{"tools/status.sh", readOnly},
+			{".claude/settings.json", readOnly},
+			{"shared/env-copy", none},
+			{"shared/pem-copy", readable}, // nothing denies cert.pem here
+		}},
+		{"globbed denyRead", jail.Options{NoProfile: true,
+			AllowRead: []string{"~/.config", "~/shared"},
+			DenyRead:  []string{"~/.config/tool-?/config", "**/vendor/*/main.c"},
+		}, []probe{
+			{".config/tool-a/config", none},
+			{".config/tool-b/config", none},
+			{"src/app/vendor/lib/main.c", none},
+			{"shared/lib.txt", readOnly},
+			{"shared/env-copy", none},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,7 +179,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, pr := range append(tc.probes, probe{"src/app/.env", none}, probe{"src/app/api/.env.local", none}) {
+			for _, pr := range append(append(probesWithout(always, tc.probes), tc.probes...), probe{"src/app/.env", none}, probe{"src/app/api/.env.local", none}) {
 				path := filepath.Join(home, pr.path)
 				l, d := linuxAccess(lp, path), darwinAccess(t, dp, path)
 				if strings.Contains(pr.path, ".env") {
@@ -161,4 +194,23 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probe is a host path, relative to the test's home, and the access the
+// jailed command must have to it.
+type probe struct {
+	path string
+	want access
+}
+
+// probesWithout is base less the paths of probes: a row's own probe of a
+// path overrides the one every row has.
+func probesWithout(base, probes []probe) []probe {
+	var out []probe
+	for _, b := range base {
+		if !slices.ContainsFunc(probes, func(p probe) bool { return p.path == b.path }) {
+			out = append(out, b)
+		}
+	}
+	return out
 }

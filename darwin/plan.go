@@ -128,6 +128,7 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	masks = append(masks, related(jail.CredentialStores(home), readRoots)...)
 	masks = append(masks, jail.SecretFiles(pol)...)
 	masks = append(masks, f.EnvLinkTargets...)
+	masks = append(masks, f.HardLinks...)
 	if p.Policy.DenyRead, p.Policy.DenyGlobs, err = split(masks); err != nil {
 		return fmt.Errorf("denyRead: %w", err)
 	}
@@ -137,6 +138,9 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 		protected = append(protected, filepath.Join(root, g))
 	}
 	protected = append(protected, filepath.Join(root, "HEAD"))
+	for _, g := range f.NestedGits {
+		protected = append(protected, filepath.Join(filepath.Dir(MacPath(g)), "HEAD"))
+	}
 	if f.GitNotDir {
 		protected = append(protected, filepath.Join(root, ".git"))
 	}
