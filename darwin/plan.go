@@ -213,61 +213,40 @@ func (p *Plan) proxyVars() map[string]string {
 // environment builds the command's environment as on Linux (secrets become
 // placeholders) and adds the .env files' secret values as placeholders:
 // the files themselves are unreadable inside, since nothing can be
-// mounted over a file on macOS.
+// mounted over a file on macOS. The proxy's secrets are derived with the
+// session's placeholders exactly as the Linux jail derives them, so a
+// value and its placeholder are found the same way on both.
 func (p *Plan) environment(pol *jail.Policy, f *Facts) {
 	ep := jail.PlanEnv(f.Env, pol, f.SecretKey, f.Session, p.proxyVars())
 	p.Env, p.Placeholders = ep.Env, ep.Placeholders
+	phs := jail.NewPlaceholders(f.SecretKey, ep.Whole...)
 	host := envMap(f.Env)
-	inside := envMap(ep.Env)
-	bindings := map[string]jail.SecretBinding{}
-	var names []string
-	for _, s := range f.EnvFileSecrets {
-		names = append(names, s.Name)
-	}
-	for _, b := range jail.Bindings(append(slices.Clone(ep.Placeholders), names...), pol) {
-		bindings[b.Name] = b
-	}
-	for _, name := range ep.Placeholders {
-		if value, ph, ok := swapped(f.SecretKey, name, host[name], inside[name]); ok {
-			b := bindings[name]
-			p.Secrets = append(p.Secrets, proxy.Secret{Name: name, Placeholder: ph, Value: value, Hosts: b.Hosts, Inject: b.Inject})
+	for _, b := range jail.Bindings(ep.Placeholders, pol) {
+		if v := host[b.Name]; v != "" {
+			_, pieces := phs.Mask(b.Name, v)
+			p.addSecrets(pieces, b)
 		}
 	}
-	added := map[string]bool{}
+	inside := envMap(ep.Env)
 	for _, s := range f.EnvFileSecrets {
-		if _, set := inside[s.Name]; set || added[s.Name] || s.Value == "" {
+		if _, set := inside[s.Name]; set || s.Value == "" {
 			continue // the environment's value wins, as dotenv loaders keep it
 		}
-		added[s.Name] = true
-		ph := f.SecretKey.Placeholder(s.Name, s.Value, 0)
-		b := bindings[s.Name]
-		p.Env = append(p.Env, s.Name+"="+ph)
+		masked, pieces := phs.Mask(s.Name, s.Value)
+		inside[s.Name] = masked
+		p.Env = append(p.Env, s.Name+"="+masked)
 		p.Placeholders = append(p.Placeholders, s.Name)
-		p.Secrets = append(p.Secrets, proxy.Secret{Name: s.Name, Placeholder: ph, Value: s.Value, Hosts: b.Hosts, Inject: b.Inject})
+		p.addSecrets(pieces, jail.Bindings([]string{s.Name}, pol)[0])
 	}
 	slices.Sort(p.Env)
 	slices.Sort(p.Placeholders)
 }
 
-// swapped finds the placeholder that replaced a host value: the whole
-// value's, else (a URL's password) what differs between the two after
-// their common prefix and suffix.
-func swapped(key jail.SessionKey, name, host, inside string) (value, placeholder string, ok bool) {
-	if host == "" || host == inside {
-		return "", "", false
+// addSecrets adds the proxy's secrets for the pieces of one variable.
+func (p *Plan) addSecrets(pieces []jail.SecretPiece, b jail.SecretBinding) {
+	for _, pc := range pieces {
+		p.Secrets = append(p.Secrets, proxy.Secret{Name: pc.Name, Placeholder: pc.Placeholder, Value: pc.Value, Hosts: b.Hosts, Inject: b.Inject})
 	}
-	if ph := key.Placeholder(name, host, 0); ph == inside {
-		return host, ph, true
-	}
-	pre := 0
-	for pre < len(host) && pre < len(inside) && host[pre] == inside[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(host)-pre && suf < len(inside)-pre && host[len(host)-1-suf] == inside[len(inside)-1-suf] {
-		suf++
-	}
-	return host[pre : len(host)-suf], inside[pre : len(inside)-suf], true
 }
 
 func envMap(env []string) map[string]string {
