@@ -321,18 +321,20 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// CommandLine is the plan's sandbox-exec command line, every argument
-// shell-quoted; the profile, passed with -p, stands as "$PROFILE".
+// CommandLine is the plan's sandbox-exec command line for review, every
+// argument shell-quoted: one group per line (sandbox-exec, each -D
+// parameter, then the profile and the command), each line but the last
+// ending in " \", so that the whole is still one shell command. The
+// profile, passed with -p, stands as "$PROFILE".
 func (p *Plan) CommandLine() string {
-	args := p.Profile.Args(p.Argv)
-	parts := []string{SandboxExec}
-	for i := 0; i < len(args); i++ {
-		if args[i] == "-p" && i+1 < len(args) {
-			parts = append(parts, "-p", `"$PROFILE"`)
-			i++
-			continue
-		}
-		parts = append(parts, jail.ShellQuote(args[i]))
+	groups := []string{SandboxExec}
+	for _, prm := range p.Profile.Params {
+		groups = append(groups, "-D "+jail.ShellQuote(prm.Name+"="+prm.Value))
 	}
-	return strings.Join(parts, " ")
+	last := []string{"-p", `"$PROFILE"`, "--"}
+	for _, a := range p.Argv {
+		last = append(last, jail.ShellQuote(a))
+	}
+	groups = append(groups, strings.Join(last, " "))
+	return strings.Join(groups, " \\\n  ")
 }
