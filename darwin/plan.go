@@ -19,13 +19,6 @@ const PlanPort = 3128
 // clones') that an unjailed git obeys: hooks, config, info and commondir.
 var gitGuards = []string{"**/.git/hooks", "**/.git/config", "**/.git/info", "**/.git/commondir"}
 
-// mergedAgentFiles are home files an agent rewrites as it runs but in
-// which some keys declare commands the unjailed agent runs later (Claude
-// Code's MCP servers and hooks in ~/.claude.json). On Linux the jail
-// writes a session copy merged back without those keys; nothing can be
-// mounted over a file on macOS, so they stay read-only there.
-var mergedAgentFiles = []string{".claude.json"}
-
 // macSecrets are macOS's root-only secrets under /private/etc, masked
 // beside the Linux list (which a root run on macOS may hold copies of).
 var macSecrets = []string{"/private/etc/master.passwd", "/private/etc/kcpassword"}
@@ -145,8 +138,13 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 		protected = append(protected, filepath.Join(root, ".git"))
 	}
 	protected = append(protected, jail.ProtectedHomePaths(home)...)
-	for _, rel := range mergedAgentFiles {
-		protected = append(protected, filepath.Join(home, rel))
+	// The files an agent rewrites as it runs but in which some keys declare
+	// commands the unjailed agent runs later (~/.claude.json's MCP servers
+	// and hooks): on Linux the jail writes a session copy merged back
+	// without those keys; nothing can be mounted over a file on macOS, so
+	// they stay read-only there.
+	for _, r := range jail.AgentFileRules {
+		protected = append(protected, filepath.Join(home, r.Rel))
 	}
 	protected = append(protected, f.HooksPaths...)
 	protected = append(protected, f.AgentPrograms...)
