@@ -105,11 +105,13 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 		{"src/app/vendor/lib/HEAD", readOnly},
 		{"src/app/vendor/lib/main.c", readable},
 	}
-	for _, tc := range []struct {
+	type row struct {
 		name   string
 		opts   jail.Options
 		probes []probe
-	}{
+		cmd    string // "" for sh
+	}
+	rows := []row{
 		{"default", jail.Options{NoProfile: true}, []probe{
 			{"src/app/main.go", readable},
 			{"src/app/.git/config", readOnly},
@@ -120,7 +122,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			{".ssh/id_ed25519", none},
 			{"notes/todo.txt", none},
 			{"shared/lib.txt", none},
-		}},
+		}, ""},
 		{"globs and masks", jail.Options{NoProfile: true,
 			AllowRead:  []string{"~/.config/tool-*", "~/notes", "~/.ssh"},
 			AllowWrite: []string{"~/.cache/*/jail", "~/shared"},
@@ -137,7 +139,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			{"shared/pem-copy", none}, // another name of a file a glob denies
 			{".ssh/id_ed25519", none}, // a credential store, masked though allowed
 			{".aws/credentials", none},
-		}},
+		}, ""},
 		{"home writable", jail.Options{NoProfile: true, AllowWrite: []string{"~"}}, []probe{
 			{"notes/todo.txt", readable},
 			{".zshrc", readOnly},
@@ -148,7 +150,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			{".claude/settings.json", readOnly},
 			{"shared/env-copy", none},
 			{"shared/pem-copy", readable}, // nothing denies cert.pem here
-		}},
+		}, ""},
 		{"globbed denyRead", jail.Options{NoProfile: true,
 			AllowRead: []string{"~/.config", "~/shared"},
 			DenyRead:  []string{"~/.config/tool-?/config", "**/vendor/*/main.c"},
@@ -158,15 +160,33 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			{"src/app/vendor/lib/main.c", none},
 			{"shared/lib.txt", readOnly},
 			{"shared/env-copy", none},
-		}},
-	} {
+		}, ""},
+	}
+	// Each agent's built-in profile, as the goldens plan them: the
+	// credential stores, the other names of masked files and git's files
+	// are held the same on both.
+	for _, a := range agentProfiles {
+		rows = append(rows, row{"agent " + a, jail.Options{}, []probe{
+			{".ssh/id_ed25519", none},
+			{".aws/credentials", none},
+			{"src/app/main.go", readable},
+			{"src/app/.git/config", readOnly},
+			{"src/app/.mcp.json", readOnly},
+			{"shared/env-copy", none},
+		}, a})
+	}
+	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
-			pol := realPolicy(t, tc.opts, "sh", project, home, "")
+			cmd := tc.cmd
+			if cmd == "" {
+				cmd = "sh"
+			}
+			pol := realPolicy(t, tc.opts, cmd, project, home, "")
 			lf, err := linux.Gather(pol, home, project)
 			if err != nil {
 				t.Fatal(err)
 			}
-			lp, err := linux.Build(pol, lf, []string{"sh"})
+			lp, err := linux.Build(pol, lf, []string{cmd})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +195,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 				t.Fatal(err)
 			}
 			df.ProxyPort = PlanPort
-			dp, err := Build(pol, df, []string{"sh"})
+			dp, err := Build(pol, df, []string{cmd})
 			if err != nil {
 				t.Fatal(err)
 			}
