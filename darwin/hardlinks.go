@@ -1,7 +1,6 @@
 package darwin
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -125,14 +124,16 @@ func (c *census) linked(envFiles []string, blind error) ([]string, error) {
 
 // walkLinked calls fn with each regular file at or below root that has
 // more than one hard link, passing over what skip names (nil: nothing).
-// An unreadable directory or more than maxWalk entries end the walk with
-// an error; a root that does not exist is no error.
+// A directory the jailed process could read or make readable but the walk
+// cannot read, or more than maxWalk entries, end the walk with an error;
+// one gone or closed to the jailed process too (jail.ClosedInside) is
+// passed over.
 func walkLinked(root string, skip func(string) bool, fn func(path string, key inode, nlink uint64)) error {
 	seen := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if path == root && errors.Is(err, fs.ErrNotExist) {
-				return fs.SkipAll
+			if jail.ClosedInside(path, err) {
+				return nil // gone, or closed to the jailed process too
 			}
 			return err
 		}
@@ -150,6 +151,9 @@ func walkLinked(root string, skip func(string) bool, fn func(path string, key in
 		}
 		fi, err := d.Info()
 		if err != nil {
+			if jail.ClosedInside(path, err) {
+				return nil
+			}
 			return err
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
