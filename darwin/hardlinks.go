@@ -16,12 +16,13 @@ type inode [2]uint64
 
 // census is what the hard-link walks found: per inode with several names,
 // the names seen, the link count, one masked name (sensitive) and the
-// names in the shown trees.
+// names in the shown trees; and which names are masked themselves.
 type census struct {
 	names     map[inode]map[string]bool
 	nlink     map[inode]uint64
 	sensitive map[inode]string
 	shown     map[inode][]string
+	masked    map[string]bool
 }
 
 func (c *census) note(path string, key inode, n uint64, masked, shown bool) {
@@ -35,6 +36,9 @@ func (c *census) note(path string, key inode, n uint64, masked, shown bool) {
 	if masked && c.sensitive[key] == "" {
 		c.sensitive[key] = path
 	}
+	if masked {
+		c.masked[path] = true
+	}
 }
 
 // hardLinks returns the other names, in the trees the jail shows, of
@@ -47,20 +51,11 @@ func (c *census) note(path string, key inode, n uint64, masked, shown bool) {
 // since the name missed there would show it; so is a masked tree partly
 // unreadable when a shown file has a name no walk found.
 func hardLinks(masks, envFiles, shown []string, home string) ([]string, error) {
-	c := &census{names: map[inode]map[string]bool{}, nlink: map[inode]uint64{}, sensitive: map[inode]string{}, shown: map[inode][]string{}}
+	c := &census{names: map[inode]map[string]bool{}, nlink: map[inode]uint64{}, sensitive: map[inode]string{}, shown: map[inode][]string{}, masked: map[string]bool{}}
 	var blind error
-	walked := map[string]bool{}
-	for _, m := range masks {
-		top := m
-		if jail.HasMeta(m) {
-			top = jail.GlobBase(m)
-		}
-		if walked[top] || jail.CoveredBy(top, walked) || bulkStore(top, home) {
-			continue
-		}
-		walked[top] = true
+	for _, top := range maskTrees(masks, home) {
 		err := walkLinked(top, nil, func(path string, key inode, n uint64) {
-			c.note(path, key, n, !jail.HasMeta(m) || matchesOrBelow(m, path), false)
+			c.note(path, key, n, maskedBy(masks, path), false)
 		})
 		if err != nil && blind == nil {
 			blind = fmt.Errorf("%s: %w", top, err)
@@ -79,6 +74,39 @@ func hardLinks(masks, envFiles, shown []string, home string) ([]string, error) {
 		return nil, fmt.Errorf("hard-link scan: %s has another name, and jail cannot search all of %w for it; make it readable or remove the extra name", c.sensitive[firstKey(c.sensitive)], err)
 	}
 	return c.linked(envFiles, blind)
+}
+
+// maskTrees are the trees to walk for masked files: each mask's path (a
+// pattern's literal base), those below another left out, and the bulk
+// credential stores passed over.
+func maskTrees(masks []string, home string) []string {
+	tops := map[string]bool{}
+	for _, m := range masks {
+		if jail.HasMeta(m) {
+			m = jail.GlobBase(m)
+		}
+		if !bulkStore(m, home) {
+			tops[m] = true
+		}
+	}
+	var out []string
+	for _, t := range jail.SortedKeys(tops) {
+		if !jail.CoveredBy(t, tops) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// maskedBy reports whether one of the masks covers path: a literal path at
+// or above it, or a pattern matching it or a directory above it.
+func maskedBy(masks []string, path string) bool {
+	return slices.ContainsFunc(masks, func(m string) bool {
+		if jail.HasMeta(m) {
+			return matchesOrBelow(m, path)
+		}
+		return within(path, m)
+	})
 }
 
 // scanShown counts the names of multiply-linked files in the shown trees,
@@ -110,7 +138,7 @@ func (c *census) linked(envFiles []string, blind error) ([]string, error) {
 	for key, paths := range c.shown {
 		if c.sensitive[key] != "" {
 			for _, p := range paths {
-				if !slices.Contains(envFiles, p) {
+				if !c.masked[p] && !slices.Contains(envFiles, p) {
 					out = append(out, p)
 				}
 			}

@@ -3,6 +3,7 @@ package darwin
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,5 +82,35 @@ func TestPlanAgentProgramThroughLink(t *testing.T) {
 	}
 	if a := darwinAccess(t, p, filepath.Join(home, "tools", "status.sh")); a != readOnly {
 		t.Errorf("the status-line script is %s, want read-only", a)
+	}
+}
+
+// TestHardLinksEveryMaskOfATree: masks sharing a tree are all applied to
+// it, whichever comes first: a pattern for the whole project must not hide
+// a narrower mask below it, nor the other way round.
+func TestHardLinksEveryMaskOfATree(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, shared := filepath.Join(dir, "app"), filepath.Join(dir, "shared")
+	for _, f := range []string{"app/secrets/key", "app/cert.pem", "shared/x"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755)
+		os.WriteFile(filepath.Join(dir, f), []byte("s3cret"), 0o600)
+	}
+	os.Link(filepath.Join(project, "secrets/key"), filepath.Join(shared, "key-copy"))
+	os.Link(filepath.Join(project, "cert.pem"), filepath.Join(shared, "pem-copy"))
+	for _, masks := range [][]string{
+		{project + "/**/*.pem", project + "/secrets"},
+		{project + "/secrets", project + "/**/*.pem"},
+		{project + "/**/*.pem", project + "/secrets/**"},
+	} {
+		got, err := hardLinks(masks, nil, []string{project, shared}, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{shared + "/key-copy", shared + "/pem-copy"}; !slices.Equal(got, want) {
+			t.Errorf("masks %q: other names %q, want %q", masks, got, want)
+		}
 	}
 }
