@@ -94,7 +94,7 @@ func TestPlanGolden(t *testing.T) {
 			if strings.Contains(p.Profile.Text, "alice") {
 				t.Error("the home's name is in the profile text")
 			}
-			got := append([]byte("# "+p.CommandLine()+"\n"), render(p.Profile)...)
+			got := append([]byte("# "+strings.ReplaceAll(p.CommandLine(), "\n", "\n# ")+"\n"), render(p.Profile)...)
 			file := filepath.Join("testdata", "plan-"+name+".sb")
 			if *update {
 				if err := os.WriteFile(file, got, 0o644); err != nil {
