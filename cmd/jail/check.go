@@ -18,6 +18,9 @@ import (
 // --verbose it also lists the paths every jail masks or keeps read-only.
 func check(args []string, stdout, stderr io.Writer) int {
 	verbose := false
+	if len(args) >= 2 && args[0] == "--remote" {
+		return checkRemote(args[1], args[2:], stdout, stderr)
+	}
 	for _, a := range args {
 		switch a {
 		case "--verbose", "-v":

@@ -1,9 +1,13 @@
 package remote
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -75,15 +79,17 @@ func (s *SSH) Options(batch bool) []string {
 	return args
 }
 
-// controlPath is the control socket's path pattern (%C: a hash of the
-// host, port and user), "" when ControlDir is unset, cannot be made
+// controlPath is the control socket's path: a short hash of the
+// destination, port and config file (ssh's own %C is 40 characters, too
+// many under a deep home), "" when ControlDir is unset, cannot be made
 // private, or would make a path too long for a unix socket.
 func (s *SSH) controlPath() string {
 	if s.ControlDir == "" {
 		return ""
 	}
-	p := filepath.Join(s.ControlDir, "%C")
-	if len(p)-2+40 > maxControlPath {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d\x00%s", s.Target.String(), s.Target.Port, s.ConfigFile)))
+	p := filepath.Join(s.ControlDir, hex.EncodeToString(sum[:8]))
+	if len(p) > maxControlPath || strings.ContainsAny(p, "%\"' \t\n=") {
 		return ""
 	}
 	if err := os.MkdirAll(s.ControlDir, 0o700); err != nil {

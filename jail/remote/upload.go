@@ -66,11 +66,12 @@ case " $1 " in *" $(uname -m) "*) ;; *) exit 0;; esac
 b=$(command -v bwrap) || exit 0
 echo "bwrap $b"
 if e=$("$b" --unshare-user --ro-bind / / true 2>&1); then echo userns ok; else echo "userns no $e" | tr '\n' ' '; echo; exit 0; fi
+[ "$2" = session ] || exit 0
 s=$(mktemp -d /tmp/jail-r.XXXXXXXX) && cat >"$s/spec.json" && echo "session $s"
 `
 
 // Probe runs the probe in one round trip, sending spec for the session
-// directory it makes.
+// directory it makes (none when spec is nil).
 func Probe(ctx context.Context, c *Conn, spec []byte) (*RemoteFacts, error) {
 	var arches []string
 	for _, a := range Arches() {
@@ -78,7 +79,7 @@ func Probe(ctx context.Context, c *Conn, spec []byte) (*RemoteFacts, error) {
 	}
 	var out bytes.Buffer
 	var errb bytes.Buffer
-	if err := c.Run(ctx, Script(probeScript, strings.Join(arches, " ")), bytes.NewReader(spec), &out, &errb); err != nil {
+	if err := c.Run(ctx, Script(probeScript, strings.Join(arches, " "), map[bool]string{true: "session", false: "none"}[spec != nil]), bytes.NewReader(spec), &out, &errb); err != nil {
 		var se *SSHError
 		if errors.As(err, &se) {
 			return nil, err
@@ -119,15 +120,26 @@ func parseProbe(out string) *RemoteFacts {
 	return f
 }
 
-// CanJail says why the remote cannot run a jail, naming the fix, or nil.
-// A remote that cannot is never used unjailed.
-func (f *RemoteFacts) CanJail(t Target) error {
+// CanRun says why jail cannot run on the remote at all (another OS, an
+// architecture jail has no binary for), naming the fix, or nil.
+func (f *RemoteFacts) CanRun(t Target) error {
 	switch {
 	case f.OS != "Linux":
 		return fmt.Errorf("%s runs %s, and jail --remote needs a Linux host (bubblewrap, Landlock, seccomp); pick a Linux host", t.Shown(), jail.Escaped(orUnknown(f.OS)))
 	case !slices.Contains(Arches(), GoArch(f.Arch)):
 		return fmt.Errorf("%s is linux/%s and this jail is linux/%s; build jail for it beside this one: GOOS=linux GOARCH=%s CGO_ENABLED=0 go build -o %s ./cmd/jail (and -o %s ./cmd/jail-init)",
 			t.Shown(), jail.Escaped(f.Arch), runtime.GOARCH, GoArch(f.Arch), "DIR/jail-linux-"+GoArch(f.Arch), "DIR/jail-init-linux-"+GoArch(f.Arch))
+	}
+	return nil
+}
+
+// CanJail says why the remote cannot run a jail, naming the fix, or nil.
+// A remote that cannot is never used unjailed.
+func (f *RemoteFacts) CanJail(t Target) error {
+	if err := f.CanRun(t); err != nil {
+		return err
+	}
+	switch {
 	case f.Bwrap == "":
 		return fmt.Errorf("%s has no bubblewrap (bwrap is not on its PATH), and jail never runs a command there unjailed; install it there: sudo apt-get install bubblewrap", t.Shown())
 	case !f.UserNS:

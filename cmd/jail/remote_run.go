@@ -1,0 +1,178 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/linux"
+	"github.com/jailsh/jail/jail/remote"
+	"golang.org/x/sys/unix"
+)
+
+// hangupExit is remote-run's exit when the session's link ends first.
+const hangupExit = 129
+
+// remoteRunCmd is the remote side of jail --remote (jail remote-run
+// --spec FILE, not for people): it plans the spec's policy for this
+// machine and runs it, and ends the jail when the session's link ends.
+func remoteRunCmd(args []string, stderr io.Writer) int {
+	if len(args) != 2 || args[0] != "--spec" {
+		fmt.Fprintln(stderr, "jail: remote-run is the remote side of jail --remote; it takes only --spec FILE")
+		return 125
+	}
+	specPath := args[1]
+	if dir := filepath.Dir(specPath); strings.HasPrefix(filepath.Base(dir), "jail-r.") {
+		defer os.RemoveAll(dir) // the session's own directory, made by the probe
+		watchHangup(func() { os.RemoveAll(dir) })
+	} else {
+		watchHangup(func() {})
+	}
+	code, err := remoteRun(specPath, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		var ee *jail.ExitError
+		if errors.As(err, &ee) {
+			return ee.Code
+		}
+	}
+	return code
+}
+
+// remoteRun reads the spec, plans it here and runs it.
+func remoteRun(specPath string, stderr io.Writer) (int, error) {
+	b, err := os.ReadFile(specPath)
+	if err != nil {
+		return 125, fmt.Errorf("reading the remote spec: %w", err)
+	}
+	spec, err := remote.DecodeSpec(b)
+	if err != nil {
+		return 125, err
+	}
+	plan, code, err := remotePlan(spec, stderr)
+	if plan == nil {
+		return code, err
+	}
+	return linux.Run(plan, stderr)
+}
+
+// remotePlan plans the spec's policy on this machine: its paths moved to
+// this home and the project's remote directory, the command found on
+// this PATH, the environment as the local side made it.
+func remotePlan(spec *remote.Spec, stderr io.Writer) (*linux.Plan, int, error) {
+	home, err := jail.HomeDir()
+	if err != nil {
+		return nil, 125, err
+	}
+	if r, err := filepath.EvalSymlinks(home); err == nil {
+		home = r
+	}
+	paths, err := spec.Paths(home)
+	if err != nil {
+		return nil, 125, err
+	}
+	if err := os.MkdirAll(paths.Cwd, 0o700); err != nil {
+		return nil, 125, fmt.Errorf("making the remote project directory: %w", err)
+	}
+	pol := spec.Policy
+	spec.Translate(pol, paths)
+	if spec.Net == nil {
+		pol.NoNetwork = true
+	}
+	keepEnv(pol, spec.Env)
+	command, err := jail.ExposeCommand(pol, spec.Argv, home, paths.Cwd, os.Getenv("PATH"))
+	if err != nil {
+		return nil, 125, err
+	}
+	if command != nil && command.NotFound {
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(strings.TrimPrefix(command.String(), "command: ")))
+		return nil, 127, nil
+	}
+	command.AddTo(pol)
+	facts, err := linux.Gather(pol, home, paths.Cwd)
+	if err != nil {
+		return nil, 125, err
+	}
+	facts.Command = command
+	facts.Env = remoteEnv(spec.Env, spec.LocalHome, home)
+	facts.Session = spec.Session
+	plan, err := linux.Build(pol, facts, spec.Argv)
+	if err != nil {
+		return nil, 125, err
+	}
+	for _, w := range plan.Warnings {
+		fmt.Fprintf(stderr, "jail: warning: %s\n", jail.Escaped(w))
+	}
+	for _, g := range plan.GaveUp {
+		fmt.Fprintf(stderr, "jail: --best-effort: running without %s\n", g)
+	}
+	return plan, 0, nil
+}
+
+// keepEnv makes the remote plan keep the environment the local side
+// made: its placeholders stand for values only the local proxy holds,
+// and masking them again here would make placeholders of placeholders.
+func keepEnv(pol *jail.Policy, env []string) {
+	pol.SecretNames = nil
+	pol.Secrets.Env = nil
+	for _, kv := range env {
+		if name, _, ok := strings.Cut(kv, "="); ok {
+			pol.Env.Pass = append(pol.Env.Pass, name)
+		}
+	}
+}
+
+// remoteEnv is the local side's environment for this machine: this
+// machine's own HOME, USER, LOGNAME, PATH and SHELL, no local directory
+// variables, and the local home moved to this one in the values.
+func remoteEnv(env []string, localHome, home string) []string {
+	own := map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "PATH": true, "SHELL": true}
+	var out []string
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case own[name], name == "PWD", name == "OLDPWD", name == "TMPDIR", strings.HasPrefix(name, "XDG_"):
+			continue
+		case localHome != "" && localHome != "/" && (value == localHome || strings.HasPrefix(value, localHome+"/")):
+			value = home + strings.TrimPrefix(value, localHome)
+		}
+		out = append(out, name+"="+value)
+	}
+	for name := range own {
+		if v, ok := os.LookupEnv(name); ok {
+			out = append(out, name+"="+v)
+		}
+	}
+	return out
+}
+
+// watchHangup ends remote-run, and with it the jail (bubblewrap dies
+// with its parent, and the jail's processes with its PID namespace),
+// when the session's link ends: ssh closes the command's stderr pipe, or
+// hangs up its terminal. cleanup runs first.
+func watchHangup(cleanup func()) {
+	go func() {
+		fds := []unix.PollFd{{Fd: 2}}
+		for {
+			fds[0].Revents = 0
+			n, err := unix.Poll(fds, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return // nothing to watch: the jail still ends with ssh's signal
+			}
+			if n > 0 && fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // an event that is no hang-up: do not spin
+		}
+		cleanup()
+		os.Exit(hangupExit)
+	}()
+}
