@@ -42,3 +42,17 @@ func TestRemoteRunsJailedAsRemoteUser(t *testing.T) {
 		}
 	})
 }
+
+// TestRemoteStdin: the local stdin reaches the remote command, and its
+// end is the command's end of input, not the end of the link (the
+// command goes on running after it).
+func TestRemoteStdin(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		d := startRemoteSSHD(t, "")
+		d.client(s, true, "")
+		r := s.JailIn(s.Project, "line one\nline two\n", "--remote", d.Target(), "--", "sh", "-c", "cat; sleep 1; echo after-eof")
+		if r.Code != 0 || r.Stdout != "line one\nline two\nafter-eof\n" {
+			t.Fatalf("stdin through the session:\n%s", r)
+		}
+	})
+}

@@ -105,8 +105,10 @@ LogLevel VERBOSE
 	return d
 }
 
-// killChildren kills the processes whose parent is pid.
+// killChildren kills the processes descended from pid, the deepest last
+// found first gone (their parents may not outlive them to be found).
 func killChildren(pid int) {
+	parent := map[int]int{}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, p := range stats {
 		b, err := os.ReadFile(p)
@@ -115,10 +117,23 @@ func killChildren(pid int) {
 		}
 		i := strings.LastIndexByte(string(b), ')')
 		fields := strings.Fields(string(b[i+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			if child, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
-				syscall.Kill(child, syscall.SIGKILL)
+		child, err1 := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		ppid, err2 := strconv.Atoi(fields[1])
+		if len(fields) > 1 && err1 == nil && err2 == nil {
+			parent[child] = ppid
+		}
+	}
+	descends := func(p int) bool {
+		for n := 0; p > 1 && n < 64; n++ {
+			if p = parent[p]; p == pid {
+				return true
 			}
+		}
+		return false
+	}
+	for child := range parent {
+		if descends(child) {
+			syscall.Kill(child, syscall.SIGKILL)
 		}
 	}
 }
@@ -157,6 +172,18 @@ Host *
   ConnectTimeout 20
 `, dir), 0o600)
 	s.Env = append(s.Env, "JAIL_SSH_CONFIG="+dir+"/config")
+	s.t.Cleanup(func() { closeMasters(s) })
+}
+
+// closeMasters ends the control masters jail left for the sandbox: they
+// would hold their connection for a minute after the test.
+func closeMasters(s *Sandbox) {
+	socks, _ := filepath.Glob(filepath.Join(s.Home, ".local/state/jail/ssh/*"))
+	for _, sock := range socks {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			exec.Command("/usr/bin/ssh", "-o", "ControlPath="+sock, "-O", "exit", "x").Run()
+		}
+	}
 }
 
 // remoteDir is where the sandbox's project goes on the remote.

@@ -55,9 +55,6 @@ func runRemote(rf remoteFlags, opts jail.Options, argv []string, stderr io.Write
 		return 125
 	}
 	spec := remoteSpec(r, argv, conn.SSH.Target)
-	if !r.pol.NoNetwork {
-		fmt.Fprintf(stderr, "jail: warning: the command runs on %s without a network (loopback only): the network over ssh is not part of this jail yet\n", conn.SSH.Target.Shown())
-	}
 	return remoteSession(context.Background(), conn, spec, opts.Debug, stderr)
 }
 
@@ -83,6 +80,7 @@ func remoteSpec(r *resolvedPolicy, argv []string, t remote.Target) *remote.Spec 
 	env := jail.PlanEnv(os.Environ(), r.pol, jail.NewSessionKey(), session, nil)
 	return &remote.Spec{
 		Policy: r.pol, Argv: argv, Env: env.Env, Session: session,
+		Framed: !isTerminal(0) || !isTerminal(2),
 		LocalHome: r.home, LocalRoot: r.pol.ProjectRoot, LocalCwd: r.cwd,
 		Dir: t.RemoteDir(r.pol.ProjectRoot),
 	}
@@ -115,9 +113,11 @@ func remoteSession(ctx context.Context, conn *remote.Conn, spec *remote.Spec, de
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
 	}
-	tty := isTerminal(0) && isTerminal(2)
-	cmd := conn.Command(ctx, remote.Script(runScript, facts.SessionDir+"/spec.json"), tty)
-	return relay(cmd, stderr)
+	if spec.Net == nil && !spec.Policy.NoNetwork {
+		fmt.Fprintf(stderr, "jail: warning: the command runs on %s without a network (loopback only): the network over ssh is not part of this jail yet\n", t.Shown())
+	}
+	cmd := conn.Command(ctx, remote.Script(runScript, facts.SessionDir+"/spec.json"), !spec.Framed)
+	return relay(cmd, spec.Framed, stderr)
 }
 
 // installJail uploads the binaries the remote lacks.
@@ -135,11 +135,23 @@ func installJail(ctx context.Context, conn *remote.Conn, facts *remote.RemoteFac
 }
 
 // relay runs the session's ssh on this terminal and returns the remote
-// command's exit code. A signal to jail goes to ssh, whose end ends the
-// remote command; jail then exits 128+N.
-func relay(cmd *exec.Cmd, stderr io.Writer) int {
+// command's exit code. Without a terminal, stdin goes as frames with a
+// heartbeat. A signal to jail goes to ssh, whose end ends the remote
+// command; jail then exits 128+N.
+func relay(cmd *exec.Cmd, framed bool, stderr io.Writer) int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = sshAttr()
+	stop := make(chan struct{})
+	defer close(stop)
+	if framed {
+		cmd.Stdin = nil
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			fmt.Fprintf(stderr, "jail: ssh: %v\n", err)
+			return 125
+		}
+		go remote.WriteFrames(in, os.Stdin, remote.Heartbeat, stop)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)

@@ -27,13 +27,17 @@ func remoteRunCmd(args []string, stderr io.Writer) int {
 		return 125
 	}
 	specPath := args[1]
+	cleanup := func() {}
 	if dir := filepath.Dir(specPath); strings.HasPrefix(filepath.Base(dir), "jail-r.") {
-		defer os.RemoveAll(dir) // the session's own directory, made by the probe
-		watchHangup(func() { os.RemoveAll(dir) })
-	} else {
-		watchHangup(func() {})
+		cleanup = func() { os.RemoveAll(dir) } // the session's own directory, made by the probe
+		defer cleanup()
 	}
-	code, err := remoteRun(specPath, stderr)
+	lost := func() {
+		cleanup()
+		os.Exit(hangupExit)
+	}
+	watchHangup(lost)
+	code, err := remoteRun(specPath, lost, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		var ee *jail.ExitError
@@ -44,8 +48,9 @@ func remoteRunCmd(args []string, stderr io.Writer) int {
 	return code
 }
 
-// remoteRun reads the spec, plans it here and runs it.
-func remoteRun(specPath string, stderr io.Writer) (int, error) {
+// remoteRun reads the spec, plans it here and runs it; lost ends it all
+// when the link to the local jail ends.
+func remoteRun(specPath string, lost func(), stderr io.Writer) (int, error) {
 	b, err := os.ReadFile(specPath)
 	if err != nil {
 		return 125, fmt.Errorf("reading the remote spec: %w", err)
@@ -57,6 +62,11 @@ func remoteRun(specPath string, stderr io.Writer) (int, error) {
 	plan, code, err := remotePlan(spec, stderr)
 	if plan == nil {
 		return code, err
+	}
+	if spec.Framed {
+		if err := framedStdin(lost); err != nil {
+			return 125, err
+		}
 	}
 	return linux.Run(plan, stderr)
 }
@@ -151,11 +161,33 @@ func remoteEnv(env []string, localHome, home string) []string {
 	return out
 }
 
+// framedStdin gives the command, as its stdin, the input the frames on
+// remote-run's stdin carry, and calls lost when the link ends.
+func framedStdin(lost func()) error {
+	link, err := unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return fmt.Errorf("taking the session's stdin: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("creating the command's stdin: %w", err)
+	}
+	if err := unix.Dup2(int(r.Fd()), 0); err != nil {
+		return fmt.Errorf("creating the command's stdin: %w", err)
+	}
+	r.Close()
+	go func() {
+		remote.ReadFrames(os.NewFile(uintptr(link), "link"), w, remote.LinkTimeout)
+		lost()
+	}()
+	return nil
+}
+
 // watchHangup ends remote-run, and with it the jail (bubblewrap dies
 // with its parent, and the jail's processes with its PID namespace),
 // when the session's link ends: ssh closes the command's stderr pipe, or
-// hangs up its terminal. cleanup runs first.
-func watchHangup(cleanup func()) {
+// hangs up its terminal.
+func watchHangup(lost func()) {
 	go func() {
 		fds := []unix.PollFd{{Fd: 2}}
 		for {
@@ -172,7 +204,6 @@ func watchHangup(cleanup func()) {
 			}
 			time.Sleep(50 * time.Millisecond) // an event that is no hang-up: do not spin
 		}
-		cleanup()
-		os.Exit(hangupExit)
+		lost()
 	}()
 }

@@ -31,6 +31,10 @@ type Spec struct {
 	LocalHome, LocalRoot, LocalCwd string
 	// Dir is the project's directory on the remote (~/ for its home).
 	Dir string
+	// Framed says the session's stdin carries frames (WriteFrames): the
+	// session has no terminal, and the link's end is told apart from the
+	// input's.
+	Framed bool
 	// Net holds the remote paths of the forwarded proxy sockets; nil runs
 	// the command without a network.
 	Net *NetSpec `json:",omitempty"`

@@ -296,7 +296,7 @@ func LocalBinaries(goarch, cacheDir string) (Binaries, error) {
 	}
 	bins := Binaries{}
 	for name, p := range names {
-		b, err := binary(p, cacheDir)
+		b, err := readBinary(p, cacheDir)
 		if errors.Is(err, os.ErrNotExist) && name == "jail-init" {
 			continue // the remote jail re-executes itself as init
 		}
@@ -308,9 +308,9 @@ func LocalBinaries(goarch, cacheDir string) (Binaries, error) {
 	return bins, nil
 }
 
-// binary reads a binary's size and checksum, from the cache when the
+// readBinary reads a binary's size and checksum, from the cache when the
 // file is unchanged.
-func binary(path, cacheDir string) (Binary, error) {
+func readBinary(path, cacheDir string) (Binary, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return Binary{}, err
