@@ -80,7 +80,7 @@ func remoteSpec(r *resolvedPolicy, argv []string, t remote.Target) *remote.Spec 
 	env := jail.PlanEnv(os.Environ(), r.pol, jail.NewSessionKey(), session, nil)
 	return &remote.Spec{
 		Policy: r.pol, Argv: argv, Env: env.Env, Session: session,
-		Framed: !isTerminal(0) || !isTerminal(2),
+		Framed:    !isTerminal(0) || !isTerminal(2),
 		LocalHome: r.home, LocalRoot: r.pol.ProjectRoot, LocalCwd: r.cwd,
 		Dir: t.RemoteDir(r.pol.ProjectRoot),
 	}
