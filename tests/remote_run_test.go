@@ -56,3 +56,21 @@ func TestRemoteStdin(t *testing.T) {
 		}
 	})
 }
+
+// TestRemoteCheck: jail check --remote runs the checks on the host, as
+// the remote user, with their exit code; an option check does not take
+// is refused there, by the remote jail.
+func TestRemoteCheck(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		d := startRemoteSSHD(t, "")
+		d.client(s, true, "")
+		r := s.Jail("check", "--remote", d.Target())
+		if r.Code != 0 || !strings.Contains(r.Stdout, "jail check on "+d.Target()) || !strings.Contains(r.Stdout, "Landlock") || !strings.Contains(r.Stdout, "bubblewrap") {
+			t.Fatalf("jail check --remote:\n%s", r)
+		}
+		r = s.Jail("check", "--bogus", "--remote", d.Target())
+		if r.Code != 125 || !strings.Contains(r.Stderr, `check takes only --verbose, got "--bogus"`) {
+			t.Fatalf("jail check --remote with a bad option:\n%s", r)
+		}
+	})
+}
