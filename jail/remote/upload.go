@@ -46,7 +46,9 @@ type RemoteFacts struct {
 	SessionDir string            // the fresh per-session directory, holding spec.json
 }
 
-// probeScript prints what the remote is, which binaries it has, whether
+// probeScript prints what the remote is, which binaries it has (their
+// checksums cached beside them by size, inode, modification and change
+// time: any write to a binary changes its change time), whether
 // bubblewrap runs with a user namespace, and, when it can run a jail,
 // makes a fresh private session directory and writes stdin there as the
 // spec. $1 lists the uname -m values jail has binaries for; nothing is
@@ -56,7 +58,12 @@ d="$HOME/` + BinDir + `"
 echo "home $HOME"
 echo "os $(uname -s) $(uname -m)"
 for f in jail jail-init; do
-	[ -f "$d/$f" ] && echo "sum $f $(sha256sum <"$d/$f" | cut -d' ' -f1)"
+	[ -f "$d/$f" ] || continue
+	k=$(stat -c '%s %i %y %z' "$d/$f" 2>/dev/null) c=$(cat "$d/.sum-$f" 2>/dev/null)
+	case $c in
+	"$k "*) echo "sum $f ${c##* }" ;;
+	*) s=$(sha256sum <"$d/$f" | cut -d' ' -f1) && echo "sum $f $s" && [ -n "$k" ] && echo "$k $s" >"$d/.sum-$f" ;;
+	esac
 done
 for s in kernel/unprivileged_userns_clone user/max_user_namespaces kernel/apparmor_restrict_unprivileged_userns; do
 	[ -r /proc/sys/$s ] && echo "sysctl $s $(cat /proc/sys/$s)"
@@ -212,12 +219,13 @@ mkdir -p "$d"
 while [ $# -ge 3 ]; do
 	n=$1 size=$2 sum=$3; shift 3
 	case $n in jail|jail-init) ;; *) echo "jail: not a jail binary: $n" >&2; exit 3;; esac
-	if [ "$size" = - ]; then rm -f "$d/$n"; continue; fi
+	if [ "$size" = - ]; then rm -f "$d/$n" "$d/.sum-$n"; continue; fi
 	t=$(mktemp "$d/.$n.XXXXXXXX")
 	head -c "$size" >"$t"
 	if [ "$(sha256sum <"$t" | cut -d' ' -f1)" != "$sum" ]; then rm -f "$t"; echo "jail: $n arrived cut short or changed" >&2; exit 3; fi
 	chmod 755 "$t"
 	mv -f "$t" "$d/$n"
+	echo "$(stat -c '%s %i %y %z' "$d/$n") $sum" >"$d/.sum-$n"
 done
 `
 
