@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -23,26 +22,25 @@ func TestRemoteInstallsJailOnce(t *testing.T) {
 		if r := s.Jail("--remote", d.Target(), "--", "true"); r.Code != 0 {
 			t.Fatalf("first run:\n%s", r)
 		}
-		first := map[string]syscall.Stat_t{}
+		first := map[string]os.FileInfo{}
 		for _, name := range []string{"jail", "jail-init"} {
 			local := mustRead(t, filepath.Join(filepath.Dir(jailBin), name))
 			if !bytes.Equal(mustRead(t, filepath.Join(bin, name)), local) {
 				t.Fatalf("the remote %s is not the local one", name)
 			}
-			var st syscall.Stat_t
-			if err := syscall.Stat(filepath.Join(bin, name), &st); err != nil {
+			fi, err := os.Stat(filepath.Join(bin, name))
+			if err != nil {
 				t.Fatal(err)
 			}
-			first[name] = st
+			first[name] = fi
 		}
 		if r := s.Jail("--remote", d.Target(), "--", "true"); r.Code != 0 {
 			t.Fatalf("second run:\n%s", r)
 		}
-		for name, st := range first {
-			var again syscall.Stat_t
-			syscall.Stat(filepath.Join(bin, name), &again)
-			if again.Ino != st.Ino || again.Mtim != st.Mtim {
-				t.Errorf("the second run installed %s again (inode %d -> %d)", name, st.Ino, again.Ino)
+		for name, fi := range first {
+			again, err := os.Stat(filepath.Join(bin, name))
+			if err != nil || !os.SameFile(fi, again) || !again.ModTime().Equal(fi.ModTime()) {
+				t.Errorf("the second run installed %s again (%v, %v -> %v)", name, err, fi.ModTime(), again.ModTime())
 			}
 		}
 		// A remote binary changed there (by anything with the remote

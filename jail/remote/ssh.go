@@ -61,6 +61,7 @@ func (s *SSH) Options(batch bool) []string {
 		"-o", "ForwardAgent=no",
 		"-o", "ForwardX11=no",
 		"-o", "PermitLocalCommand=no",
+		"-o", "RemoteCommand=none",
 		"-o", "ServerAliveInterval=15",
 		"-o", "ServerAliveCountMax=3",
 		"-o", "ExitOnForwardFailure=yes",
