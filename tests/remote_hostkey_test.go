@@ -70,3 +70,20 @@ func TestRemoteProjectCannotPickHost(t *testing.T) {
 		}
 	})
 }
+
+// TestRemoteRefusesHomeAsProject: run from the home directory, jail
+// --remote refuses before connecting: the project would be the whole home.
+func TestRemoteRefusesHomeAsProject(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		d := startRemoteSSHD(t, "")
+		d.client(s, true, "")
+		r := s.JailIn(s.Home, "", "--remote", d.Target(), "--", "true")
+		if r.Code != 125 {
+			t.Fatalf("jail --remote from the home directory: want 125:\n%s", r)
+		}
+		oneLine(t, r, "refusing to use", "contains your home directory")
+		if n := strings.Count(d.Log(), "Connection from"); n != 0 {
+			t.Errorf("jail connected (%d times) for a project that is the home", n)
+		}
+	})
+}

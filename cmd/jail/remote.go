@@ -49,6 +49,10 @@ func runRemote(rf remoteFlags, opts jail.Options, argv []string, stderr io.Write
 			u.path, jail.Escaped(strings.Join(u.widening, "; ")), jail.Shown(u.dir))
 		return 125
 	}
+	if root := r.pol.ProjectRoot; root == "/" || jail.Under(r.home, root) {
+		fmt.Fprintf(stderr, "jail: refusing to use %s as the project root on a remote: it contains your home directory; run jail --remote from inside a project directory (or put a jail.json there)\n", jail.Shown(root))
+		return 125
+	}
 	conn, err := remoteConn(rf.target, r.home)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
