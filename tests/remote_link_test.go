@@ -77,3 +77,48 @@ func sessionProcesses(uid int) []string {
 	}
 	return out
 }
+
+// TestRemoteSignalEndsCommand: SIGTERM to the local jail ends the remote
+// command and jail exits 128+15.
+func TestRemoteSignalEndsCommand(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		d := startRemoteSSHD(t, "")
+		d.client(s, true, "")
+		beat := filepath.Join(d.remoteDir(s), "beat")
+		os.Remove(beat)
+		cmd := exec.Command(jailBin, "--remote", d.Target(), "--", "sh", "-c", `while :; do date +%s%N >beat; sleep 0.1; done`)
+		cmd.Dir = s.Project
+		s.as(cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		if !waitFor(20*time.Second, func() bool { _, err := os.Stat(beat); return err == nil }) {
+			t.Fatalf("the remote command never started")
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("jail did not end after SIGTERM")
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 143 {
+			t.Errorf("jail exited %d after SIGTERM, want 143", code)
+		}
+		last := ""
+		if !waitFor(5*time.Second, func() bool {
+			b, _ := os.ReadFile(beat)
+			same := string(b) == last
+			last = string(b)
+			time.Sleep(300 * time.Millisecond)
+			return same
+		}) {
+			t.Fatalf("the remote command still runs after jail ended")
+		}
+		if left := sessionProcesses(d.UID); len(left) > 0 {
+			t.Errorf("processes of the session left on the remote: %v", left)
+		}
+	})
+}
