@@ -85,7 +85,9 @@ func Generate(pol Policy) (Profile, error) {
 	if err := g.protect(pol); err != nil {
 		return Profile{}, err
 	}
-	g.ancestorsUnlink()
+	if err := g.ancestorsUnlink(); err != nil {
+		return Profile{}, err
+	}
 	return Profile{Text: g.b.String(), Params: g.params}, nil
 }
 
@@ -234,14 +236,14 @@ func (g *gen) userPaths(pol Policy) error {
 	dirs = append(dirs, pol.Home)
 	g.rule("allow file-read-metadata", g.paths("literal", "DIR", slices.DeleteFunc(dirs, func(d string) bool { return d == "/" })))
 	g.comment("readable trees")
-	read, err := g.globs("READRE", pol.ReadGlobs)
+	read, err := g.globs("READRE", pol.ReadGlobs, false)
 	if err != nil {
 		return fmt.Errorf("seatbelt profile: allowRead: %w", err)
 	}
 	g.rule("allow file-read*", append(g.paths("subpath", "READ", pol.Read), read...))
 	g.comment("the project and writable trees")
 	g.rule("allow file-read* file-write*", []string{"(subpath " + g.param("PROJECT", pol.Project) + ")"})
-	write, err := g.globs("WRITERE", pol.WriteGlobs)
+	write, err := g.globs("WRITERE", pol.WriteGlobs, false)
 	if err != nil {
 		return fmt.Errorf("seatbelt profile: allowWrite: %w", err)
 	}
@@ -250,20 +252,40 @@ func (g *gen) userPaths(pol Policy) error {
 }
 
 // globs turns globs into regex filters matching each match and everything
-// below it, sorted and without repeats.
-func (g *gen) globs(kind string, globs []Glob) ([]string, error) {
+// below it (in every case when fold), sorted and without repeats.
+func (g *gen) globs(kind string, globs []Glob, fold bool) ([]string, error) {
 	res := make([]string, 0, len(globs))
 	for _, gl := range globs {
-		re, err := gl.treeRegex()
+		re, err := gl.treeRegex(fold)
 		if err != nil {
 			return nil, err
 		}
 		res = append(res, re)
 	}
+	return g.regexes(kind, res), nil
+}
+
+// regexes turns regexes into filters, sorted and without repeats.
+func (g *gen) regexes(kind string, res []string) []string {
+	res = slices.Clone(res)
 	slices.Sort(res)
 	out := make([]string, 0, len(res))
 	for _, re := range slices.Compact(res) {
 		out = append(out, "(regex "+g.param(kind, re)+")")
+	}
+	return out
+}
+
+// foldedPaths are the case-folded regexes of literal paths, each path alone
+// or (tree) with everything below it.
+func foldedPaths(ps []string, tree bool) ([]string, error) {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		re, err := pathRegex(p, tree, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, re)
 	}
 	return out, nil
 }
@@ -310,26 +332,41 @@ func (g *gen) protect(pol Policy) error {
 	return nil
 }
 
-// pathsAndGlobs turns paths into subpath filters and globs into regex
-// filters, and records the directories above each so they cannot be renamed
-// to carry the path out from under its rule.
+// pathsAndGlobs turns paths and globs into case-folded regex filters, each
+// matching the path and everything below it, and records the directories
+// above each so they cannot be renamed to carry the path out from under
+// its rule. A deny rule matched byte for byte would not hold on the default
+// macOS volume, where .GIT/hooks or .Env opens the same file as
+// .git/hooks or .env.
 func (g *gen) pathsAndGlobs(kind string, ps []string, globs []Glob) ([]string, error) {
 	for _, p := range ps {
 		g.ancestors = append(g.ancestors, ancestors(p)...)
 	}
-	filters := g.paths("subpath", kind, ps)
+	res, err := foldedPaths(ps, true)
+	if err != nil {
+		return nil, err
+	}
 	for _, gl := range globs {
 		g.ancestors = append(g.ancestors, gl.base())
 		g.ancestors = append(g.ancestors, ancestors(gl.base())...)
+		re, err := gl.treeRegex(true)
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, re)
 	}
-	res, err := g.globs(kind+"RE", globs)
-	return append(filters, res...), err
+	return g.regexes(kind+"RE", res), nil
 }
 
-func (g *gen) ancestorsUnlink() {
-	g.comment("no renaming a directory above a masked or protected path")
+func (g *gen) ancestorsUnlink() error {
+	g.comment("no renaming a directory above a masked or protected path, in any case")
 	dirs := slices.DeleteFunc(slices.Clone(g.ancestors), func(d string) bool { return d == "/" })
-	g.rule("deny file-write-unlink", g.paths("literal", "ABOVE", dirs))
+	res, err := foldedPaths(dirs, false)
+	if err != nil {
+		return fmt.Errorf("seatbelt profile: %w", err)
+	}
+	g.rule("deny file-write-unlink", g.regexes("ABOVE", res))
+	return nil
 }
 
 // ancestors lists the directories above p, root excluded.

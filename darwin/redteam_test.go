@@ -1,0 +1,60 @@
+package darwin
+
+import (
+	"testing"
+
+	"github.com/jailsh/jail/jail"
+)
+
+// TestMasksHoldInEveryCase attacks the masks and protections with other
+// spellings of the same names: the default macOS volume is case-insensitive,
+// so .ENV is the .env file and .GIT/hooks the .git/hooks directory.
+func TestMasksHoldInEveryCase(t *testing.T) {
+	p := plan(t, realPolicy(t, jail.Options{}, "sh", app, alice, ""), fakeFacts(app, alice))
+	for _, tc := range []struct{ op, path string }{
+		{"file-read-data", app + "/.ENV"},
+		{"file-read-data", app + "/.Env.Local"},
+		{"file-read-data", app + "/sub/.eNv"},
+		{"file-write-create", app + "/.GIT/hooks/pre-commit"},
+		{"file-write-create", app + "/.Git/HOOKS/post-checkout"},
+		{"file-write-data", app + "/.git/CONFIG"},
+		{"file-write-create", app + "/vendor/dep/.GIT/config"},
+		{"file-write-data", app + "/.Claude/settings.json"},
+		{"file-write-data", app + "/JAIL.JSON"},
+		{"file-write-unlink", app + "/.GIT"},
+		{"file-write-unlink", "/Users/ALICE/src/app/.git"},
+	} {
+		want(t, p, tc.op, tc.path, false)
+	}
+	// Work in the project is untouched by the folding.
+	want(t, p, "file-write-create", app+"/Environment.md", true)
+	want(t, p, "file-write-data", app+"/.git/index", true)
+}
+
+// TestMasksHoldInEveryNormalization attacks a mask on a non-ASCII name
+// under a readable tree with the other Unicode normalization of the same
+// name, which APFS opens as the same file.
+func TestMasksHoldInEveryNormalization(t *testing.T) {
+	pol := defaultPolicy()
+	pol.Read = append(pol.Read, home+"/docs")
+	pol.DenyRead = append(pol.DenyRead, home+"/docs/Soci\u00e9t\u00e9")
+	pol.Protected = append(pol.Protected, project+"/caf\u00e9.json")
+	prof, err := Generate(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, pol, prof)
+	for _, tc := range []struct{ op, path string }{
+		{"file-read-data", home + "/docs/Soci\u00e9t\u00e9/.env"},
+		{"file-read-data", home + "/docs/Socie\u0301te\u0301/.env"},
+		{"file-read-data", home + "/docs/SOCI\u00c9T\u00c9/.env"},
+		{"file-write-data", project + "/cafe\u0301.json"},
+	} {
+		if evaluate(t, prof, tc.op, tc.path) {
+			t.Errorf("%s %s: allowed, want denied", tc.op, tc.path)
+		}
+	}
+	if !evaluate(t, prof, "file-read-data", home+"/docs/other.txt") {
+		t.Errorf("file-read-data %s/docs/other.txt: denied, want allowed", home)
+	}
+}
