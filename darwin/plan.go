@@ -155,6 +155,7 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	if f.GitNotDir {
 		protected = append(protected, filepath.Join(root, ".git"))
 	}
+	p.Policy.NoCreate = []string{filepath.Join(root, ".git")}
 	protected = append(protected, jail.ProtectedHomePaths(home)...)
 	for _, rel := range mergedAgentFiles {
 		protected = append(protected, filepath.Join(home, rel))

@@ -31,6 +31,11 @@ type Policy struct {
 	DenyGlobs      []Glob   // masked by pattern
 	Protected      []string // read-only even inside writable trees, existing or not
 	ProtectedGlobs []Glob   // read-only by pattern
+	// NoCreate are names that cannot be created, by any spelling, when
+	// missing (nor made by a rename onto them); what lies below them keeps
+	// the rules above. A missing .git made by the command as a link or a
+	// gitdir file would lead the host's git to hooks the command wrote.
+	NoCreate []string
 	// ProxyPort is the local proxy's port, reachable outbound on loopback;
 	// 0 means no network at all: no outbound rule is written.
 	ProxyPort int
@@ -329,6 +334,17 @@ func (g *gen) protect(pol Policy) error {
 		return fmt.Errorf("seatbelt profile: protected: %w", err)
 	}
 	g.rule("deny file-write*", f)
+	res, err := foldedPaths(pol.NoCreate, false)
+	if err != nil {
+		return fmt.Errorf("seatbelt profile: not creatable: %w", err)
+	}
+	for _, p := range pol.NoCreate {
+		g.ancestors = append(g.ancestors, ancestors(p)...)
+	}
+	if len(res) > 0 {
+		g.comment("not creatable when missing, in any case: a link or a file there would redirect what the host reads")
+		g.rule("deny file-write-create", g.regexes("NOCREATE", res))
+	}
 	return nil
 }
 

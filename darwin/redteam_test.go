@@ -58,3 +58,24 @@ func TestMasksHoldInEveryNormalization(t *testing.T) {
 		t.Errorf("file-read-data %s/docs/other.txt: denied, want allowed", home)
 	}
 }
+
+// TestGitCannotBeSwapped attacks the project's .git: renamed away (then
+// written), replaced by a link or a gitdir file pointing at a directory the
+// command fills with hooks, or created when the project had none.
+func TestGitCannotBeSwapped(t *testing.T) {
+	p := plan(t, realPolicy(t, jail.Options{}, "sh", app, alice, ""), fakeFacts(app, alice))
+	for _, tc := range []struct{ op, path string }{
+		{"file-write-unlink", app + "/.git"},
+		{"file-write-unlink", app + "/.Git"},
+		{"file-write-create", app + "/.git"}, // ln -s evil .git, echo gitdir: evil > .git, mv evil .git
+		{"file-write-create", app + "/.GIT"},
+		{"file-write-create", app + "/.git/hooks/pre-commit"},
+		{"file-write-unlink", app + "/.git/hooks"},
+		{"file-write-create", app + "/.git/commondir"},
+		{"file-write-create", app + "/HEAD"},
+	} {
+		want(t, p, tc.op, tc.path, false)
+	}
+	want(t, p, "file-write-create", app+"/.git/objects/ab/cdef", true)
+	want(t, p, "file-write-create", app+"/.gitignore", true)
+}

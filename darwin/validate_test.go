@@ -104,7 +104,7 @@ var knownOps = []string{
 	"default", "process-exec", "process-fork", "signal", "process-info*",
 	"ipc-posix-sem", "ipc-posix-shm-read-data", "ipc-posix-shm-write-data", "ipc-posix-shm-write-create",
 	"mach-lookup", "sysctl-read", "pseudo-tty",
-	"file-read*", "file-read-metadata", "file-write*", "file-write-data", "file-write-unlink", "file-ioctl",
+	"file-read*", "file-read-metadata", "file-write*", "file-write-data", "file-write-create", "file-write-unlink", "file-ioctl",
 	"network-outbound", "network-bind", "network-inbound", "nvram*",
 }
 
