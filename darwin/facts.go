@@ -43,6 +43,9 @@ type Facts struct {
 	// EnvLinkTargets are the files .env symlinks lead to: Seatbelt checks
 	// the resolved path, so the target is masked too.
 	EnvLinkTargets []string
+	// HardLinks are the other names, in the shown trees, of denied files
+	// with more than one hard link: masked like the files themselves.
+	HardLinks []string
 }
 
 // EnvFileSecret is one secret assignment of a .env file.
@@ -72,6 +75,9 @@ func Gather(pol *jail.Policy, home, cwd string, getenv func(string) string) (*Fa
 	f.Symlinks = protectedLinks(pol, root, f)
 	var err error
 	if f.EnvFileSecrets, f.EnvLinkTargets, err = envFileSecrets(pol, root, f.SecretKey); err != nil {
+		return nil, err
+	}
+	if f.HardLinks, err = hardLinks(pol, root, f); err != nil {
 		return nil, err
 	}
 	return f, nil

@@ -143,6 +143,7 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	}
 	masks = append(masks, pol.Secrets.Files...)
 	masks = append(masks, f.EnvLinkTargets...)
+	masks = append(masks, f.HardLinks...)
 	if p.Policy.DenyRead, p.Policy.DenyGlobs, err = split(masks); err != nil {
 		return fmt.Errorf("denyRead: %w", err)
 	}
