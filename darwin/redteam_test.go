@@ -1,6 +1,8 @@
 package darwin
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jailsh/jail/jail"
@@ -78,4 +80,36 @@ func TestGitCannotBeSwapped(t *testing.T) {
 	}
 	want(t, p, "file-write-create", app+"/.git/objects/ab/cdef", true)
 	want(t, p, "file-write-create", app+"/.gitignore", true)
+}
+
+// TestEnvironmentCarriesNoSecretAndNoInjection gives the host environment
+// secrets and dyld injection variables, and a .env value, and checks that
+// the jailed command's environment holds placeholders for the secrets and
+// none of the injection variables, and that no printed part of the plan
+// holds a secret value.
+func TestEnvironmentCarriesNoSecretAndNoInjection(t *testing.T) {
+	f := fakeFacts(app, alice)
+	token := "ghp_" + strings.Repeat("Z9y8", 9)
+	dotenv := "sk_live_" + strings.Repeat("q", 24)
+	f.Env = append(f.Env, "GITHUB_TOKEN="+token, "DATABASE_URL=postgres://u:hunter2pass@db.example.test/x",
+		"DYLD_INSERT_LIBRARIES="+app+"/evil.dylib", "DYLD_LIBRARY_PATH="+app, "DYLD_FRAMEWORK_PATH="+app,
+		"DYLD_FALLBACK_LIBRARY_PATH="+app, "SSH_AUTH_SOCK=/private/tmp/agent.sock")
+	f.EnvFileSecrets = []EnvFileSecret{{File: app + "/.env", Name: "STRIPE_SECRET_KEY", Value: dotenv}}
+	p := plan(t, realPolicy(t, jail.Options{}, "sh", app, alice, ""), f)
+	printed := strings.Join(p.Env, "\n") + p.CommandLine() + p.Profile.Text
+	for _, secret := range []string{token, dotenv, "hunter2pass", "sk-proj-" + strings.Repeat("A1b2", 10)} {
+		if strings.Contains(printed, secret) {
+			t.Errorf("the plan shows the secret %q", secret)
+		}
+	}
+	for _, kv := range p.Env {
+		if strings.HasPrefix(kv, "DYLD_") || strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
+			t.Errorf("the jailed command gets %s", kv)
+		}
+	}
+	for _, name := range []string{"GITHUB_TOKEN", "STRIPE_SECRET_KEY", "OPENAI_API_KEY"} {
+		if !slices.Contains(p.Placeholders, name) {
+			t.Errorf("%s is not passed as a placeholder: %v", name, p.Placeholders)
+		}
+	}
 }
