@@ -158,6 +158,9 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	}
 	p.Policy.NoCreate = []string{filepath.Join(root, ".git")}
 	protected = append(protected, jail.ProtectedHomePaths(home)...)
+	for _, rel := range homeStartup {
+		protected = append(protected, filepath.Join(home, rel))
+	}
 	for _, rel := range mergedAgentFiles {
 		protected = append(protected, filepath.Join(home, rel))
 	}

@@ -113,3 +113,17 @@ func TestEnvironmentCarriesNoSecretAndNoInjection(t *testing.T) {
 		}
 	}
 }
+
+// TestMacStartupStaysReadOnly widens the jail to write ~/Library and
+// plants what macOS runs at the next login or a terminal runs when opened.
+func TestMacStartupStaysReadOnly(t *testing.T) {
+	pol := realPolicy(t, jail.Options{}, "sh", app, alice, "")
+	pol.AllowWrite = append(pol.AllowWrite, alice+"/Library")
+	p := plan(t, pol, fakeFacts(app, alice))
+	for _, rel := range []string{"LaunchAgents/evil.plist", "LAUNCHAGENTS/evil.plist", "Preferences/com.apple.Terminal.plist",
+		"Application Support/Code/User/settings.json", "Services/evil.workflow/x"} {
+		want(t, p, "file-write-create", alice+"/Library/"+rel, false)
+	}
+	want(t, p, "file-write-unlink", alice+"/Library", false)
+	want(t, p, "file-write-create", alice+"/Library/Caches/tool/x", true)
+}

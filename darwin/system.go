@@ -91,3 +91,18 @@ var sysctls = []string{
 	"sysctl.proc_cputype",
 	"vm.loadavg",
 }
+
+// homeStartup are the home paths macOS itself, or an app the user opens,
+// runs or obeys outside the jail: login items and agents, user defaults
+// (which name login scripts and shells of terminals), services and
+// scripts, and VS Code's user settings (tasks, terminal environment). They
+// stay read-only, beside the startup files every platform holds, wherever a
+// policy makes them writable.
+var homeStartup = []string{
+	"Library/LaunchAgents",
+	"Library/Preferences",
+	"Library/Services",
+	"Library/Scripts",
+	"Library/Application Support/Code/User",
+	"Library/Application Support/com.apple.backgroundtaskmanagementagent",
+}
