@@ -127,3 +127,68 @@ func TestMacStartupStaysReadOnly(t *testing.T) {
 	want(t, p, "file-write-unlink", alice+"/Library", false)
 	want(t, p, "file-write-create", alice+"/Library/Caches/tool/x", true)
 }
+
+// TestHostileParameterValues gives the profile paths that hold SBPL
+// syntax, "=", quotes and non-UTF-8 bytes: each travels as one -D value that
+// splits back exactly at its first "=", the text holds none of it, and
+// paths with a newline or a NUL (which no argv can carry whole) are refused.
+func TestHostileParameterValues(t *testing.T) {
+	pol := defaultPolicy()
+	odd := "/Users/al/a=b\") (allow default) (\"\xff\xfe;#|c"
+	pol.Project = odd
+	pol.DenyRead = []string{odd + "/.env"}
+	prof, err := Generate(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, pol, prof)
+	args := prof.Args([]string{"sh"})
+	values := map[string]string{}
+	for i := 0; i+1 < len(args) && args[i] == "-D"; i += 2 {
+		name, value, _ := strings.Cut(args[i+1], "=")
+		if _, dup := values[name]; dup {
+			t.Errorf("parameter %s bound twice", name)
+		}
+		values[name] = value
+	}
+	if values["PROJECT_0"] != odd {
+		t.Errorf("PROJECT_0 splits back as %q, want %q", values["PROJECT_0"], odd)
+	}
+	if strings.Contains(prof.Text, "allow default") {
+		t.Error("the path's SBPL reached the profile text")
+	}
+	if evaluate(t, prof, "file-read-data", odd+"/.env") || evaluate(t, prof, "file-read-data", odd+"/.ENV") {
+		t.Error("the mask under the odd project does not hold")
+	}
+	if !evaluate(t, prof, "file-read-data", odd+"/main.go") {
+		t.Error("the odd project is not readable")
+	}
+	for _, bad := range []string{"/Users/al/a\nb", "/Users/al/a\x00b"} {
+		p := defaultPolicy()
+		p.DenyRead = []string{bad}
+		if _, err := Generate(p); err == nil {
+			t.Errorf("Generate accepted the path %q", bad)
+		}
+		p = defaultPolicy()
+		p.DenyGlobs = []Glob{{bad, "*.pem"}}
+		if _, err := Generate(p); err == nil {
+			t.Errorf("Generate accepted the glob directory %q", bad)
+		}
+	}
+}
+
+// TestNoNetworkMeansNone asks for published and forwarded ports without a
+// proxy: no network rule at all is written.
+func TestNoNetworkMeansNone(t *testing.T) {
+	pol := defaultPolicy()
+	pol.ProxyPort, pol.Published, pol.Forward = 0, []int{8080}, []int{5432}
+	prof, err := Generate(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(prof.Text, "\n") {
+		if strings.Contains(l, "network") && !strings.HasPrefix(l, ";") {
+			t.Errorf("a network rule without a proxy: %s", l)
+		}
+	}
+}
