@@ -94,6 +94,9 @@ func protectedLinks(pol *jail.Policy, root string, f *Facts) []string {
 	}
 	paths := append(jail.ProtectedProjectPaths(root), jail.ProtectedHomePaths(f.Home)...)
 	paths = append(append(paths, f.HooksPaths...), filepath.Join(root, "HEAD"))
+	for _, rel := range homeStartup {
+		paths = append(paths, filepath.Join(f.Home, rel))
+	}
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range paths {

@@ -55,3 +55,33 @@ func TestHardLinksToDeniedFilesAreMasked(t *testing.T) {
 		want(t, p, "file-read-data", MacPath(filepath.Join(project, name)), true)
 	}
 }
+
+// TestLinkedStartupIsRefused makes ~/Library writable where LaunchAgents is
+// a symlink to another directory: the rule on the name would not hold for
+// the target, so the plan is refused.
+func TestLinkedStartupIsRefused(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(base, "home")
+	project := filepath.Join(home, "src", "app")
+	for _, d := range []string{filepath.Join(home, "Library"), filepath.Join(home, "elsewhere"), project} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(home, "elsewhere"), filepath.Join(home, "Library", "LaunchAgents")); err != nil {
+		t.Fatal(err)
+	}
+	pol := realPolicy(t, jail.Options{}, "sh", project, home, "")
+	pol.AllowWrite = append(pol.AllowWrite, filepath.Join(home, "Library"))
+	f, err := Gather(pol, home, project, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ProxyPort = PlanPort
+	if _, err := Build(pol, f, []string{"sh"}); err == nil {
+		t.Error("planned a writable ~/Library whose LaunchAgents is a symlink")
+	}
+}
