@@ -198,9 +198,11 @@ func envFileSecrets(pol *jail.Policy, root string, key jail.SessionKey) ([]EnvFi
 	return out, links, err
 }
 
+// matchAny matches in any ASCII case, as the default macOS volume opens
+// .ENV as .env.
 func matchAny(patterns []string, p string) bool {
 	for _, pat := range patterns {
-		if jail.MatchPath(pat, p) {
+		if jail.MatchPath(strings.ToLower(pat), strings.ToLower(p)) {
 			return true
 		}
 	}

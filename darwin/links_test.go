@@ -38,6 +38,8 @@ func TestHardLinksToDeniedFilesAreMasked(t *testing.T) {
 	link(filepath.Join(home, ".ssh", "id_rsa"), filepath.Join(project, "docs", "logo.txt"))
 	write(filepath.Join(project, ".env"), "STRIPE_SECRET_KEY=sk_live_abcdefghijklmnop\n")
 	link(filepath.Join(project, ".env"), filepath.Join(project, "config.txt"))
+	write(filepath.Join(project, ".ENV.local"), "AWS_SECRET_ACCESS_KEY=abcdefghijklmnopqrstuvwxyz0123456789ABCD\n")
+	link(filepath.Join(project, ".ENV.local"), filepath.Join(project, "readme.txt"))
 	write(filepath.Join(project, "a.go"), "package a\n")
 	link(filepath.Join(project, "a.go"), filepath.Join(project, "b.go"))
 
@@ -48,7 +50,7 @@ func TestHardLinksToDeniedFilesAreMasked(t *testing.T) {
 	}
 	f.ProxyPort = PlanPort
 	p := plan(t, pol, f)
-	for _, name := range []string{"docs/logo.txt", "config.txt", ".env"} {
+	for _, name := range []string{"docs/logo.txt", "config.txt", ".env", "readme.txt", ".ENV.local"} {
 		want(t, p, "file-read-data", MacPath(filepath.Join(project, name)), false)
 	}
 	for _, name := range []string{"a.go", "b.go"} {
