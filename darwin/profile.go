@@ -334,7 +334,7 @@ func (g *gen) protect(pol Policy) error {
 		return fmt.Errorf("seatbelt profile: protected: %w", err)
 	}
 	g.rule("deny file-write*", f)
-	res, err := foldedPaths(pol.NoCreate, false)
+	res, err := foldedPaths(createGuards(pol), false)
 	if err != nil {
 		return fmt.Errorf("seatbelt profile: not creatable: %w", err)
 	}
@@ -342,10 +342,36 @@ func (g *gen) protect(pol Policy) error {
 		g.ancestors = append(g.ancestors, ancestors(p)...)
 	}
 	if len(res) > 0 {
-		g.comment("not creatable when missing, in any case: a link or a file there would redirect what the host reads")
+		g.comment("not creatable when missing, in any case: a directory renamed there, a link or a file would bring or redirect what the host runs")
 		g.rule("deny file-write-create", g.regexes("NOCREATE", res))
 	}
 	return nil
+}
+
+// createGuards are NoCreate and the directories in a writable tree above
+// each protected path (and each protected pattern's literal base): a rule
+// follows names, and a rename checks only the names it moves, so a
+// directory prepared elsewhere in the tree and renamed into a missing
+// .claude or .git/modules would bring a settings file or hooks the rules
+// below that name never saw written.
+func createGuards(pol Policy) []string {
+	writable := append([]string{pol.Project}, pol.Write...)
+	dirs := slices.Clone(pol.NoCreate)
+	for _, p := range pol.Protected {
+		dirs = append(dirs, ancestors(p)...)
+	}
+	for _, gl := range pol.ProtectedGlobs {
+		dirs = append(dirs, gl.base())
+		dirs = append(dirs, ancestors(gl.base())...)
+	}
+	return slices.DeleteFunc(dirs, func(d string) bool {
+		for _, w := range writable {
+			if strings.HasPrefix(d, strings.TrimSuffix(w, "/")+"/") {
+				return false
+			}
+		}
+		return !slices.Contains(pol.NoCreate, d)
+	})
 }
 
 // pathsAndGlobs turns paths and globs into case-folded regex filters, each

@@ -192,3 +192,16 @@ func TestNoNetworkMeansNone(t *testing.T) {
 		}
 	}
 }
+
+// TestProtectedParentsCannotBeRenamedIn prepares a directory elsewhere in
+// the project and renames it into the missing parent of a protected path
+// (.claude with a settings.json of hooks, .git/modules with hooks): the
+// rename creates only the parent's name, which must be denied.
+func TestProtectedParentsCannotBeRenamedIn(t *testing.T) {
+	p := plan(t, realPolicy(t, jail.Options{}, "sh", app, alice, ""), fakeFacts(app, alice))
+	for _, dir := range []string{".claude", ".CLAUDE", ".git/modules", ".git/worktrees", ".cargo", ".git"} {
+		want(t, p, "file-write-create", app+"/"+dir, false)
+	}
+	want(t, p, "file-write-create", app+"/.claude/notes.md", true)
+	want(t, p, "file-write-create", app+"/src", true)
+}
