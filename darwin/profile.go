@@ -319,7 +319,7 @@ func portFilters(side string, ports []int) []string {
 
 func (g *gen) masks(pol Policy) error {
 	g.comment("masks: denied to read and to write, whatever allowed them above")
-	f, err := g.pathsAndGlobs("MASK", pol.DenyRead, pol.DenyGlobs)
+	f, err := g.pathsAndGlobs("MASK", append(slices.Clone(systemMasks), pol.DenyRead...), pol.DenyGlobs)
 	if err != nil {
 		return fmt.Errorf("seatbelt profile: denyRead: %w", err)
 	}

@@ -205,3 +205,22 @@ func TestProtectedParentsCannotBeRenamedIn(t *testing.T) {
 	want(t, p, "file-write-create", app+"/.claude/notes.md", true)
 	want(t, p, "file-write-create", app+"/src", true)
 }
+
+// TestDataVolumeSpellingIsMasked reads the home and the package managers'
+// databases through the readable system trees: /System/Volumes/Data is a
+// second spelling of /Users, and the var trees of Homebrew and MacPorts
+// hold local databases.
+func TestDataVolumeSpellingIsMasked(t *testing.T) {
+	p := plan(t, realPolicy(t, jail.Options{}, "sh", app, alice, ""), fakeFacts(app, alice))
+	for _, path := range []string{
+		"/System/Volumes/Data" + alice + "/.ssh/id_ed25519",
+		"/System/Volumes/Data" + alice + "/Documents/taxes.pdf",
+		"/System/Volumes/data" + app + "/.env",
+		"/opt/homebrew/var/postgresql@16/base/1/1259",
+		"/usr/local/var/mysql/ibdata1",
+	} {
+		want(t, p, "file-read-data", path, false)
+	}
+	want(t, p, "file-read-data", "/System/Library/Frameworks/Security.framework/Security", true)
+	want(t, p, "file-read-data", "/opt/homebrew/bin/node", true)
+}

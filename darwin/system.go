@@ -22,6 +22,19 @@ var systemRead = []string{
 	"/usr",
 }
 
+// systemMasks are the places inside the readable system trees that hold
+// user data rather than tools: /System/Volumes/Data is the data volume
+// itself, where every home and project has a second spelling
+// (/System/Volumes/Data/Users/...) that the rules on /Users would not
+// match; the package managers' var trees hold local databases and their
+// dumps.
+var systemMasks = []string{
+	"/System/Volumes/Data",
+	"/opt/homebrew/var",
+	"/opt/local/var",
+	"/usr/local/var",
+}
+
 // systemFiles are the symlinks at the root that point into /private, read
 // as links, and the root directory itself.
 var systemFiles = []string{
