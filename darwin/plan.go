@@ -336,6 +336,8 @@ func MacPath(p string) string {
 
 // related keeps the paths in or above one of roots (a glob by its literal
 // base): only there can a mask or a protection change anything.
+// Names compare in any ASCII case, as the default macOS volume opens
+// ~/library as ~/Library.
 func related(paths, roots []string) []string {
 	var out []string
 	for _, pth := range paths {
@@ -344,7 +346,7 @@ func related(paths, roots []string) []string {
 			b = jail.GlobBase(b)
 		}
 		for _, r := range roots {
-			if within(b, r) || within(r, b) {
+			if lb, lr := strings.ToLower(b), strings.ToLower(r); within(lb, lr) || within(lr, lb) {
 				out = append(out, pth)
 				break
 			}

@@ -224,3 +224,17 @@ func TestDataVolumeSpellingIsMasked(t *testing.T) {
 	want(t, p, "file-read-data", "/System/Library/Frameworks/Security.framework/Security", true)
 	want(t, p, "file-read-data", "/opt/homebrew/bin/node", true)
 }
+
+// TestRulesHoldUnderAnotherSpellingOfAWritableTree allows writing and
+// reading trees spelled in another case than the protected and masked
+// paths below them (the default macOS volume opens ~/library as
+// ~/Library): the protections and masks must still be written.
+func TestRulesHoldUnderAnotherSpellingOfAWritableTree(t *testing.T) {
+	pol := realPolicy(t, jail.Options{}, "sh", app, alice, "")
+	pol.AllowWrite = append(pol.AllowWrite, alice+"/library")
+	pol.AllowRead = append(pol.AllowRead, alice+"/.AWS")
+	p := plan(t, pol, fakeFacts(app, alice))
+	want(t, p, "file-write-create", alice+"/library/LaunchAgents/evil.plist", false)
+	want(t, p, "file-read-data", alice+"/.AWS/credentials", false)
+	want(t, p, "file-write-create", alice+"/library/Caches/x", true)
+}
