@@ -104,10 +104,10 @@ func protectedLinks(pol *jail.Policy, root string, f *Facts) []string {
 			p = jail.GlobBase(p)
 		}
 		for _, w := range writable {
-			if !within(p, w) {
+			if !withinFold(p, w) {
 				continue
 			}
-			for d := p; d != w && within(d, w) && !seen[d]; d = filepath.Dir(d) {
+			for d := p; !strings.EqualFold(d, w) && withinFold(d, w) && !seen[d]; d = filepath.Dir(d) {
 				seen[d] = true
 				if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 					out = append(out, d)

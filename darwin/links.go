@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/jailsh/jail/jail"
@@ -115,4 +116,10 @@ func hardLinks(pol *jail.Policy, root string, f *Facts) ([]string, error) {
 		}
 	}
 	return HardLinkNames(denied, shown)
+}
+
+// withinFold is within in any ASCII case: the default macOS volume opens
+// ~/library as ~/Library.
+func withinFold(p, dir string) bool {
+	return within(strings.ToLower(p), strings.ToLower(dir))
 }

@@ -87,3 +87,34 @@ func TestLinkedStartupIsRefused(t *testing.T) {
 		t.Error("planned a writable ~/Library whose LaunchAgents is a symlink")
 	}
 }
+
+// TestLinkedStartupIsRefusedInAnyCase is the same with ~/Library made
+// writable as ~/library: the symlink check must see the tree all the same.
+func TestLinkedStartupIsRefusedInAnyCase(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(base, "home")
+	project := filepath.Join(home, "src", "app")
+	// On Linux the two spellings are two directories; the planted link is
+	// where the protected name is, under ~/Library.
+	for _, d := range []string{filepath.Join(home, "Library"), filepath.Join(home, "library"), filepath.Join(home, "elsewhere"), project} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(home, "elsewhere"), filepath.Join(home, "Library", "LaunchAgents")); err != nil {
+		t.Fatal(err)
+	}
+	pol := realPolicy(t, jail.Options{}, "sh", project, home, "")
+	pol.AllowWrite = append(pol.AllowWrite, filepath.Join(home, "library"))
+	f, err := Gather(pol, home, project, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ProxyPort = PlanPort
+	if _, err := Build(pol, f, []string{"sh"}); err == nil {
+		t.Error("planned a writable ~/library whose LaunchAgents is a symlink")
+	}
+}
