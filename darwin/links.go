@@ -35,14 +35,12 @@ type linkCensus struct {
 // Paths are the host's, resolved; the planner maps the names for Seatbelt.
 func HardLinkNames(denied, shown []string) ([]string, error) {
 	c := &linkCensus{sensitive: map[inode]bool{}, shown: map[inode][]string{}}
-	var patterns []string
+	var patterns, trees []string
 	for _, d := range denied {
 		if jail.HasMeta(d) {
 			patterns = append(patterns, d)
-			continue
-		}
-		if err := c.walk(d, func(path string, key inode) { c.sensitive[key] = true }); err != nil {
-			return nil, err
+		} else {
+			trees = append(trees, d)
 		}
 	}
 	for _, s := range shown {
@@ -53,6 +51,14 @@ func HardLinkNames(denied, shown []string) ([]string, error) {
 			}
 		})
 		if err != nil {
+			return nil, err
+		}
+	}
+	if len(c.shown) == 0 {
+		return nil, nil // no shown file has another name: nothing to look for
+	}
+	for _, d := range trees {
+		if err := c.walk(d, func(path string, key inode) { c.sensitive[key] = true }); err != nil {
 			return nil, err
 		}
 	}
