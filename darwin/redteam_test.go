@@ -238,3 +238,42 @@ func TestRulesHoldUnderAnotherSpellingOfAWritableTree(t *testing.T) {
 	want(t, p, "file-read-data", alice+"/.AWS/credentials", false)
 	want(t, p, "file-write-create", alice+"/library/Caches/x", true)
 }
+
+// TestNoServiceReachesOutside looks up the launchd services that would run
+// something outside the sandbox or reach the user's session or keychain:
+// none may be allowed, by name or by prefix.
+func TestNoServiceReachesOutside(t *testing.T) {
+	prof, err := Generate(defaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := []string{
+		"com.apple.coreservices.launchservicesd", "com.apple.lsd.mapdb", "com.apple.lsd.modifydb",
+		"com.apple.pasteboard.1", "com.apple.windowserver.active", "com.apple.SecurityServer",
+		"com.apple.securityd.xpc", "com.apple.coreservices.appleevents", "com.apple.distributed_notifications@Uv3",
+		"com.apple.cfprefsd.daemon", "com.apple.cfprefsd.agent", "com.apple.xpc.launchd.domain.system",
+		"com.apple.ctkd.token-client", "com.apple.tccd", "com.apple.screencapture.interactive",
+	}
+	forms, err := parseSexp(prof.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range forms[2:] {
+		if f.head() != "allow" || !ruleOp(f, "mach-lookup") {
+			continue
+		}
+		for _, n := range f.list[2:] {
+			if !n.isList || len(n.list) != 2 || n.list[1].str == nil {
+				t.Errorf("mach-lookup filter %s is not a (global-name \"...\")", render1(n))
+				continue
+			}
+			name := *n.list[1].str
+			if n.head() != "global-name" {
+				t.Errorf("mach-lookup by %s %q: only exact names are allowed", n.head(), name)
+			}
+			if slices.Contains(forbidden, name) {
+				t.Errorf("mach-lookup allows %s", name)
+			}
+		}
+	}
+}
