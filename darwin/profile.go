@@ -217,9 +217,14 @@ func (g *gen) devices() {
 	g.line("(allow pseudo-tty)")
 	g.rule("allow file-read* file-write-data file-ioctl", []string{
 		"(literal " + g.param("DEV", "/dev/ptmx") + ")",
-		"(regex " + g.param("DEVRE", `^/dev/ttys[0-9]+$`) + ")",
 		"(subpath " + g.param("DEV", "/dev/fd") + ")",
 	})
+	ttys := "(regex " + g.param("DEVRE", `^/dev/ttys[0-9]+$`) + ")"
+	g.comment("terminals opened by name: read only the pseudo-terminals this jail made (the kernel gives their")
+	g.comment("opener the pty extension), so no other terminal's typing can be read; written and controlled")
+	g.comment("all, as the terminal the jail was started on was opened before the profile")
+	g.line(`(allow file-read* file-write-data file-ioctl (require-all ` + ttys + ` (extension "com.apple.sandbox.pty")))`)
+	g.rule("allow file-write-data file-ioctl", []string{ttys})
 	g.comment("terminal: no typing into the terminal's input queue (TIOCSTI)")
 	g.line("(deny file-ioctl (ioctl-command " + strconv.FormatUint(TIOCSTI, 10) + "))")
 }

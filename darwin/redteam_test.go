@@ -277,3 +277,28 @@ func TestNoServiceReachesOutside(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherTerminalsCannotBeRead opens another terminal tab's device by
+// name: reading it would take the keystrokes typed there (a sudo password).
+// The jail's own terminal stays usable through /dev/tty and the inherited
+// descriptors, which are written and controlled.
+func TestOtherTerminalsCannotBeRead(t *testing.T) {
+	prof, err := Generate(defaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, defaultPolicy(), prof)
+	for _, tc := range []struct {
+		op, path string
+		want     bool
+	}{
+		{"file-read-data", "/dev/ttys003", false},
+		{"file-write-data", "/dev/ttys003", true},
+		{"file-read-data", "/dev/tty", true},
+		{"file-read-data", "/dev/ptmx", true},
+	} {
+		if got := evaluate(t, prof, tc.op, tc.path); got != tc.want {
+			t.Errorf("%s %s: allowed=%v, want %v", tc.op, tc.path, got, tc.want)
+		}
+	}
+}
