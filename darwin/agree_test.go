@@ -3,6 +3,7 @@ package darwin
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,6 +77,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 		"src/app/.git/objects/x", "src/app/.vscode/settings.json", "src/app/cert.pem",
 		".ssh/id_ed25519", ".aws/credentials", ".config/tool-a/config", ".config/tool-b/config", ".cache/go/jail/x",
 		"notes/todo.txt", "notes/private-plan.txt", "shared/lib.txt",
+		"src/app/vendor/lib/.git/config", "src/app/vendor/lib/main.c", "tools/status.sh",
 	} {
 		p := filepath.Join(home, f)
 		os.MkdirAll(filepath.Dir(p), 0o755)
@@ -83,15 +85,33 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	type probe struct {
-		path string
-		want access
+	// An agent's settings name a program in the home the unjailed agent
+	// runs later; a project file and a shared file are other names of the
+	// SSH key and of the .env.
+	settings := `{"statusLine": {"type": "command", "command": "sh ~/tools/status.sh"}}`
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	if err := os.WriteFile(filepath.Join(home, ".claude/settings.json"), []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
+	for link, target := range map[string]string{"src/app/key-copy": ".ssh/id_ed25519", "shared/env-copy": "src/app/.env", "shared/pem-copy": "src/app/cert.pem"} {
+		if err := os.Link(filepath.Join(home, target), filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	always := []probe{
+		{"src/app/key-copy", none},
+		{"src/app/vendor/lib/.git/config", readOnly},
+		{"src/app/vendor/lib/.git/hooks/post-checkout", readOnly},
+		{"src/app/vendor/lib/HEAD", readOnly},
+		{"src/app/vendor/lib/main.c", readable},
+	}
+	type row struct {
 		name   string
 		opts   jail.Options
 		probes []probe
-	}{
+		cmd    string // "" for sh
+	}
+	rows := []row{
 		{"default", jail.Options{NoProfile: true}, []probe{
 			{"src/app/main.go", readable},
 			{"src/app/.git/config", readOnly},
@@ -102,7 +122,7 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			{".ssh/id_ed25519", none},
 			{"notes/todo.txt", none},
 			{"shared/lib.txt", none},
-		}},
+		}, ""},
 		{"globs and masks", jail.Options{NoProfile: true,
 			AllowRead:  []string{"~/.config/tool-*", "~/notes", "~/.ssh"},
 			AllowWrite: []string{"~/.cache/*/jail", "~/shared"},
@@ -116,24 +136,57 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			{"notes/private-plan.txt", none},
 			{"src/app/secrets/key", none},
 			{"src/app/cert.pem", none},
+			{"shared/pem-copy", none}, // another name of a file a glob denies
 			{".ssh/id_ed25519", none}, // a credential store, masked though allowed
 			{".aws/credentials", none},
-		}},
+		}, ""},
 		{"home writable", jail.Options{NoProfile: true, AllowWrite: []string{"~"}}, []probe{
 			{"notes/todo.txt", readable},
 			{".zshrc", readOnly},
 			{".gitconfig", readOnly},
 			{".ssh/id_ed25519", none},
 			{".aws/credentials", none},
-		}},
-	} {
+			{"tools/status.sh", readOnly},
+			{".claude/settings.json", readOnly},
+			{"shared/env-copy", none},
+			{"shared/pem-copy", readable}, // nothing denies cert.pem here
+		}, ""},
+		{"globbed denyRead", jail.Options{NoProfile: true,
+			AllowRead: []string{"~/.config", "~/shared"},
+			DenyRead:  []string{"~/.config/tool-?/config", "**/vendor/*/main.c"},
+		}, []probe{
+			{".config/tool-a/config", none},
+			{".config/tool-b/config", none},
+			{"src/app/vendor/lib/main.c", none},
+			{"shared/lib.txt", readOnly},
+			{"shared/env-copy", none},
+		}, ""},
+	}
+	// Each agent's built-in profile, as the goldens plan them: the
+	// credential stores, the other names of masked files and git's files
+	// are held the same on both.
+	for _, a := range agentProfiles {
+		rows = append(rows, row{"agent " + a, jail.Options{}, []probe{
+			{".ssh/id_ed25519", none},
+			{".aws/credentials", none},
+			{"src/app/main.go", readable},
+			{"src/app/.git/config", readOnly},
+			{"src/app/.mcp.json", readOnly},
+			{"shared/env-copy", none},
+		}, a})
+	}
+	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
-			pol := realPolicy(t, tc.opts, "sh", project, home, "")
+			cmd := tc.cmd
+			if cmd == "" {
+				cmd = "sh"
+			}
+			pol := realPolicy(t, tc.opts, cmd, project, home, "")
 			lf, err := linux.Gather(pol, home, project)
 			if err != nil {
 				t.Fatal(err)
 			}
-			lp, err := linux.Build(pol, lf, []string{"sh"})
+			lp, err := linux.Build(pol, lf, []string{cmd})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,11 +195,11 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 				t.Fatal(err)
 			}
 			df.ProxyPort = PlanPort
-			dp, err := Build(pol, df, []string{"sh"})
+			dp, err := Build(pol, df, []string{cmd})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, pr := range append(tc.probes, probe{"src/app/.env", none}, probe{"src/app/api/.env.local", none}) {
+			for _, pr := range append(append(probesWithout(always, tc.probes), tc.probes...), probe{"src/app/.env", none}, probe{"src/app/api/.env.local", none}) {
 				path := filepath.Join(home, pr.path)
 				l, d := linuxAccess(lp, path), darwinAccess(t, dp, path)
 				if strings.Contains(pr.path, ".env") {
@@ -161,4 +214,23 @@ func TestSamePolicyBothPlatforms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probe is a host path, relative to the test's home, and the access the
+// jailed command must have to it.
+type probe struct {
+	path string
+	want access
+}
+
+// probesWithout is base less the paths of probes: a row's own probe of a
+// path overrides the one every row has.
+func probesWithout(base, probes []probe) []probe {
+	var out []probe
+	for _, b := range base {
+		if !slices.ContainsFunc(probes, func(p probe) bool { return p.path == b.path }) {
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package darwin
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/jailsh/jail/jail"
@@ -43,9 +43,13 @@ type Facts struct {
 	// EnvLinkTargets are the files .env symlinks lead to: Seatbelt checks
 	// the resolved path, so the target is masked too.
 	EnvLinkTargets []string
-	// HardLinks are the other names, in the shown trees, of denied files
-	// with more than one hard link: masked like the files themselves.
+	// HardLinks are the other names, in the trees the jail shows, of
+	// masked files: Seatbelt decides by path, so they are masked too.
 	HardLinks []string
+	// NestedGits are the .git of the repositories nested in the project:
+	// the HEAD beside each is held read-only, so that the work tree
+	// cannot be made to pass for a bare repository git would obey.
+	NestedGits []string
 }
 
 // EnvFileSecret is one secret assignment of a .env file.
@@ -62,30 +66,80 @@ const maxEnvFile = 1 << 20
 // Gather collects the facts for a policy on this machine.
 func Gather(pol *jail.Policy, home, cwd string, getenv func(string) string) (*Facts, error) {
 	f := &Facts{Home: resolve(home), Cwd: resolve(cwd), Env: os.Environ(), Session: randomHex(8)}
-	f.SecretKey = jail.SessionKey(randomHex(32))
+	f.SecretKey = jail.NewSessionKey()
 	f.SessionDir = filepath.Join(resolve(os.TempDir()), "jail-"+f.Session)
 	f.CADir = CADir(f.Home, getenv)
 	f.StateDir = resolve(jail.StateDir(f.Home, getenv))
 	f.HostCAFile = hostCAFile(getenv)
 	root := resolve(pol.ProjectRoot)
-	f.HooksPaths = hooksPaths(root, f.Home)
+	for _, h := range jail.HooksPaths(root, f.Home) {
+		f.HooksPaths = append(f.HooksPaths, resolve(h))
+	}
 	if fi, err := os.Lstat(filepath.Join(root, ".git")); err == nil && !fi.IsDir() {
 		f.GitNotDir = true
 	}
-	f.Symlinks = protectedLinks(pol, root, f)
-	var err error
-	if f.EnvFileSecrets, f.EnvLinkTargets, err = envFileSecrets(pol, root, f.SecretKey); err != nil {
+	programs, err := jail.ReferencedPrograms(f.Home, jail.ShownRoots(pol, f.Home))
+	if err != nil {
 		return nil, err
 	}
-	if f.HardLinks, err = hardLinks(pol, root, f); err != nil {
+	scan, err := scanProject(pol, root, f.SecretKey)
+	if err != nil {
+		return nil, err
+	}
+	f.EnvFileSecrets, f.EnvLinkTargets, f.NestedGits = scan.secrets, scan.links, scan.gits
+	f.Symlinks = protectedLinks(pol, root, f, programs)
+	for _, p := range programs { // the rule is on the file Seatbelt sees; the name, to refuse a link in a writable tree
+		f.AgentPrograms = jail.Union(f.AgentPrograms, []string{resolve(p), p})
+	}
+	if f.HardLinks, err = hardLinks(maskedPaths(pol, f), scan.envFiles, shownTrees(pol, root, f.Home), f.Home); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
+// maskedPaths are the files and patterns the profile masks by path (the
+// .env files aside), resolved: those whose other names must be found.
+func maskedPaths(pol *jail.Policy, f *Facts) []string {
+	var out []string
+	for _, p := range append(append(jail.SystemSecrets(), macSecrets...), pol.DenyRead...) {
+		out = append(out, resolvePattern(p))
+	}
+	for _, p := range append(jail.CredentialStores(f.Home), f.CADir, f.StateDir) {
+		out = append(out, resolve(p))
+	}
+	return out
+}
+
+// resolvePattern is a path or pattern with the symlinks of its literal
+// part resolved, as the walks see the files it names.
+func resolvePattern(p string) string {
+	if !jail.HasMeta(p) {
+		return resolve(p)
+	}
+	base := jail.GlobBase(p)
+	return filepath.Join(resolve(base), strings.TrimPrefix(p, base))
+}
+
+// shownTrees are the host trees the jail shows whose files could be other
+// names of masked ones: the project, the literal allowed paths, and in
+// learning and watch modes the whole home.
+func shownTrees(pol *jail.Policy, root, home string) []string {
+	out := []string{root}
+	for _, p := range append(slices.Clone(pol.AllowRead), pol.AllowWrite...) {
+		if !jail.HasMeta(p) {
+			out = append(out, resolve(p))
+		}
+	}
+	if pol.Mode != "" {
+		out = append(out, home)
+	}
+	return out
+}
+
 // protectedLinks finds the symlinks at or above each protected path
-// below a writable tree.
-func protectedLinks(pol *jail.Policy, root string, f *Facts) []string {
+// below a writable tree, the agents' programs (by the names their settings
+// give) and the HEAD beside each nested .git among them.
+func protectedLinks(pol *jail.Policy, root string, f *Facts, programs []string) []string {
 	writable := []string{root}
 	for _, w := range pol.AllowWrite {
 		if !jail.HasMeta(w) {
@@ -96,6 +150,10 @@ func protectedLinks(pol *jail.Policy, root string, f *Facts) []string {
 	paths = append(append(paths, f.HooksPaths...), filepath.Join(root, "HEAD"))
 	for _, rel := range homeStartup {
 		paths = append(paths, filepath.Join(f.Home, rel))
+	}
+	paths = append(paths, programs...)
+	for _, g := range f.NestedGits {
+		paths = append(paths, filepath.Join(filepath.Dir(g), "HEAD"))
 	}
 	seen := map[string]bool{}
 	var out []string
@@ -155,20 +213,27 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// envFileSecrets reads the secret values of the project's .env files (and
-// of secrets.files): the files are masked, the values become placeholders.
-func envFileSecrets(pol *jail.Policy, root string, key jail.SessionKey) ([]EnvFileSecret, []string, error) {
-	patterns := []string{}
-	for _, p := range secretFilePatterns {
-		patterns = append(patterns, filepath.Join(root, p))
-	}
-	patterns = append(patterns, pol.Secrets.Files...)
+// projectScan is what one walk of the project finds: the secret values of
+// its .env files (and of secrets.files), the files those are, where .env
+// symlinks lead, and the .git of the repositories nested in it.
+type projectScan struct {
+	secrets  []EnvFileSecret
+	envFiles []string
+	links    []string
+	gits     []string
+}
+
+// scanProject walks the project once: the .env files are masked and their
+// values become placeholders; the nested repositories are guarded.
+func scanProject(pol *jail.Policy, root string, key jail.SessionKey) (projectScan, error) {
+	resolved := *pol
+	resolved.ProjectRoot = root // the walk sees resolved paths
+	patterns := jail.SecretFiles(&resolved)
 	forced := map[string]bool{}
 	for n := range pol.Secrets.Env {
 		forced[n] = true
 	}
-	var out []EnvFileSecret
-	var links []string
+	var out projectScan
 	seen := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -177,25 +242,29 @@ func envFileSecrets(pol *jail.Policy, root string, key jail.SessionKey) ([]EnvFi
 		if seen++; seen > maxWalk {
 			return fmt.Errorf("the project has more than %d entries to search for .env files; run jail in a smaller project", maxWalk)
 		}
+		if d.Name() == ".git" && path != filepath.Join(root, ".git") {
+			out.gits = append(out.gits, path)
+		}
 		if d.IsDir() || !matchAny(patterns, path) {
 			return nil
 		}
+		out.envFiles = append(out.envFiles, path)
 		if d.Type()&fs.ModeSymlink != 0 {
 			target, err := filepath.EvalSymlinks(path)
 			if err != nil {
 				return nil // dangling: nothing to read or mask
 			}
-			links = append(links, target)
+			out.links = append(out.links, target)
+			out.envFiles = append(out.envFiles, target)
 		}
-		content := readLimited(path)
-		jail.MaskEnvFile(content, forced, func(name, value string) (string, []jail.SecretPiece) {
-			out = append(out, EnvFileSecret{File: path, Name: name, Value: value})
+		jail.MaskEnvFile(readLimited(path), forced, func(name, value string) (string, []jail.SecretPiece) {
+			out.secrets = append(out.secrets, EnvFileSecret{File: path, Name: name, Value: value})
 			ph := key.Placeholder(name, value, 0)
 			return ph, []jail.SecretPiece{{Name: name, Value: value, Placeholder: ph}}
 		})
 		return nil
 	})
-	return out, links, err
+	return out, err
 }
 
 // matchAny matches in any ASCII case, as the default macOS volume opens
@@ -219,74 +288,8 @@ func readLimited(path string) []byte {
 	return b
 }
 
-// hooksPaths are the directories core.hooksPath names in the project's
-// .git/config, ~/.gitconfig and ~/.config/git/config, read from the files
-// (git is never run). Relative paths are the project's, "~/" the home's.
-func hooksPaths(root, home string) []string {
-	var out []string
-	for _, cfg := range []string{filepath.Join(root, ".git", "config"), filepath.Join(home, ".gitconfig"), filepath.Join(home, ".config", "git", "config")} {
-		v := gitConfigValue(cfg, "core", "hookspath")
-		switch {
-		case v == "":
-			continue
-		case v == "~" || strings.HasPrefix(v, "~/"):
-			v = filepath.Join(home, strings.TrimPrefix(v, "~"))
-		case !filepath.IsAbs(v):
-			v = filepath.Join(root, v)
-		}
-		out = append(out, resolve(filepath.Clean(v)))
-	}
-	return out
-}
-
-// gitConfigValue is the last value of section.key in a git config file,
-// case-insensitive, quotes and trailing comments dropped.
-func gitConfigValue(path, section, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var cur, value string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if line[0] == '[' {
-			end := strings.IndexByte(line, ']')
-			if end < 0 {
-				continue
-			}
-			cur = strings.ToLower(strings.TrimSpace(line[1:end]))
-			if line = strings.TrimSpace(line[end+1:]); line == "" {
-				continue
-			}
-		}
-		k, v, _ := strings.Cut(line, "=")
-		if cur == section && strings.ToLower(strings.TrimSpace(k)) == key {
-			value = gitUnquote(strings.TrimSpace(v))
-		}
-	}
-	return value
-}
-
-func gitUnquote(v string) string {
-	var b strings.Builder
-	quoted := false
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case c == '"':
-			quoted = !quoted
-		case (c == '#' || c == ';') && !quoted:
-			return strings.TrimSpace(b.String())
-		case c == '\\' && i+1 < len(v):
-			i++
-			b.WriteByte(v[i])
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return strings.TrimSpace(b.String())
+// withinFold is within in any ASCII case: the default macOS volume opens
+// ~/library as ~/Library.
+func withinFold(p, dir string) bool {
+	return within(strings.ToLower(p), strings.ToLower(dir))
 }

@@ -2,8 +2,6 @@ package darwin
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jailsh/jail/jail"
 	"github.com/jailsh/jail/proxy"
 )
 
@@ -58,7 +57,7 @@ func Prepare(p *Plan) error {
 	if _, err := proxy.LoadOrCreateCA(p.CADir); err != nil {
 		return fmt.Errorf("creating the jail CA in %s: %w", p.CADir, err)
 	}
-	return writeBundle(p.Bundle, filepath.Join(p.CADir, "ca.pem"), p.HostCAFile)
+	return jail.WriteCABundle(p.Bundle, filepath.Join(p.CADir, "ca.pem"), p.HostCAFile)
 }
 
 // StartNetwork serves the plan's proxy on l: decisions by the policy's
@@ -98,41 +97,6 @@ func (n *Network) Close() string {
 	n.srv.Close()
 	n.log.Close()
 	return summary
-}
-
-// writeBundle writes the CA bundle: the certificates of hostFile, then the
-// jail CA. Only CERTIFICATE blocks are copied.
-func writeBundle(path, caPath, hostFile string) error {
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		return fmt.Errorf("reading the jail CA: %w", err)
-	}
-	var buf bytes.Buffer
-	if hostFile != "" {
-		b, err := os.ReadFile(hostFile)
-		if err != nil {
-			return fmt.Errorf("reading the host's CA bundle %s: %w", hostFile, err)
-		}
-		buf.Write(certBlocks(b))
-	}
-	buf.Write(certBlocks(caPEM))
-	if err := proxy.WriteFileAtomic(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("writing the CA bundle: %w", err)
-	}
-	return nil
-}
-
-func certBlocks(b []byte) []byte {
-	var out bytes.Buffer
-	for {
-		var blk *pem.Block
-		if blk, b = pem.Decode(b); blk == nil {
-			return out.Bytes()
-		}
-		if blk.Type == "CERTIFICATE" {
-			pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: blk.Bytes})
-		}
-	}
 }
 
 // splitListener hands each connection of one listener to the HTTP or the

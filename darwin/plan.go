@@ -15,28 +15,9 @@ import (
 // one is the port the proxy's listener gets when jail runs.
 const PlanPort = 3128
 
-// caVars are the variables toolchains read for extra or replacement CA
-// bundles; all name the session's bundle (the host's CAs and the jail CA).
-var caVars = []string{
-	"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
-	"PIP_CERT", "DENO_CERT", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "NIX_SSL_CERT_FILE", "HEX_CACERTS_PATH",
-	"npm_config_cafile", "BUNDLE_SSL_CA_CERT", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
-}
-
-// secretFilePatterns are the files whose values are secrets, relative to
-// the project, whatever the policy says: .env, .env* and .envs/ anywhere.
-var secretFilePatterns = []string{"**/.env", "**/.env.*", "**/.env*", "**/.envs/**"}
-
 // gitGuards are the parts of every .git in the project (its own and nested
 // clones') that an unjailed git obeys: hooks, config, info and commondir.
 var gitGuards = []string{"**/.git/hooks", "**/.git/config", "**/.git/info", "**/.git/commondir"}
-
-// mergedAgentFiles are home files an agent rewrites as it runs but in
-// which some keys declare commands the unjailed agent runs later (Claude
-// Code's MCP servers and hooks in ~/.claude.json). On Linux the jail
-// writes a session copy merged back without those keys; nothing can be
-// mounted over a file on macOS, so they stay read-only there.
-var mergedAgentFiles = []string{".claude.json"}
 
 // macSecrets are macOS's root-only secrets under /private/etc, masked
 // beside the Linux list (which a root run on macOS may hold copies of).
@@ -138,10 +119,7 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	masks := append(append(jail.SystemSecrets(), macSecrets...), pol.DenyRead...)
 	masks = append(masks, MacPath(p.CADir), MacPath(p.StateDir))
 	masks = append(masks, related(jail.CredentialStores(home), readRoots)...)
-	for _, pat := range secretFilePatterns {
-		masks = append(masks, filepath.Join(root, pat))
-	}
-	masks = append(masks, pol.Secrets.Files...)
+	masks = append(masks, jail.SecretFiles(pol)...)
 	masks = append(masks, f.EnvLinkTargets...)
 	masks = append(masks, f.HardLinks...)
 	if p.Policy.DenyRead, p.Policy.DenyGlobs, err = split(masks); err != nil {
@@ -153,6 +131,9 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 		protected = append(protected, filepath.Join(root, g))
 	}
 	protected = append(protected, filepath.Join(root, "HEAD"))
+	for _, g := range f.NestedGits {
+		protected = append(protected, filepath.Join(filepath.Dir(MacPath(g)), "HEAD"))
+	}
 	if f.GitNotDir {
 		protected = append(protected, filepath.Join(root, ".git"))
 	}
@@ -161,8 +142,13 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	for _, rel := range homeStartup {
 		protected = append(protected, filepath.Join(home, rel))
 	}
-	for _, rel := range mergedAgentFiles {
-		protected = append(protected, filepath.Join(home, rel))
+	// The files an agent rewrites as it runs but in which some keys declare
+	// commands the unjailed agent runs later (~/.claude.json's MCP servers
+	// and hooks): on Linux the jail writes a session copy merged back
+	// without those keys; nothing can be mounted over a file on macOS, so
+	// they stay read-only there.
+	for _, r := range jail.AgentFileRules {
+		protected = append(protected, filepath.Join(home, r.Rel))
 	}
 	protected = append(protected, f.HooksPaths...)
 	protected = append(protected, f.AgentPrograms...)
@@ -220,7 +206,7 @@ func (p *Plan) proxyVars() map[string]string {
 	} {
 		vars[k], vars[strings.ToLower(k)] = v, v
 	}
-	for _, k := range caVars {
+	for _, k := range jail.CAVars {
 		vars[k] = p.Bundle
 	}
 	return vars
@@ -229,61 +215,40 @@ func (p *Plan) proxyVars() map[string]string {
 // environment builds the command's environment as on Linux (secrets become
 // placeholders) and adds the .env files' secret values as placeholders:
 // the files themselves are unreadable inside, since nothing can be
-// mounted over a file on macOS.
+// mounted over a file on macOS. The proxy's secrets are derived with the
+// session's placeholders exactly as the Linux jail derives them, so a
+// value and its placeholder are found the same way on both.
 func (p *Plan) environment(pol *jail.Policy, f *Facts) {
 	ep := jail.PlanEnv(f.Env, pol, f.SecretKey, f.Session, p.proxyVars())
 	p.Env, p.Placeholders = ep.Env, ep.Placeholders
+	phs := jail.NewPlaceholders(f.SecretKey, ep.Whole...)
 	host := envMap(f.Env)
-	inside := envMap(ep.Env)
-	bindings := map[string]jail.SecretBinding{}
-	var names []string
-	for _, s := range f.EnvFileSecrets {
-		names = append(names, s.Name)
-	}
-	for _, b := range jail.Bindings(append(slices.Clone(ep.Placeholders), names...), pol) {
-		bindings[b.Name] = b
-	}
-	for _, name := range ep.Placeholders {
-		if value, ph, ok := swapped(f.SecretKey, name, host[name], inside[name]); ok {
-			b := bindings[name]
-			p.Secrets = append(p.Secrets, proxy.Secret{Name: name, Placeholder: ph, Value: value, Hosts: b.Hosts, Inject: b.Inject})
+	for _, b := range jail.Bindings(ep.Placeholders, pol) {
+		if v := host[b.Name]; v != "" {
+			_, pieces := phs.Mask(b.Name, v)
+			p.addSecrets(pieces, b)
 		}
 	}
-	added := map[string]bool{}
+	inside := envMap(ep.Env)
 	for _, s := range f.EnvFileSecrets {
-		if _, set := inside[s.Name]; set || added[s.Name] || s.Value == "" {
+		if _, set := inside[s.Name]; set || s.Value == "" {
 			continue // the environment's value wins, as dotenv loaders keep it
 		}
-		added[s.Name] = true
-		ph := f.SecretKey.Placeholder(s.Name, s.Value, 0)
-		b := bindings[s.Name]
-		p.Env = append(p.Env, s.Name+"="+ph)
+		masked, pieces := phs.Mask(s.Name, s.Value)
+		inside[s.Name] = masked
+		p.Env = append(p.Env, s.Name+"="+masked)
 		p.Placeholders = append(p.Placeholders, s.Name)
-		p.Secrets = append(p.Secrets, proxy.Secret{Name: s.Name, Placeholder: ph, Value: s.Value, Hosts: b.Hosts, Inject: b.Inject})
+		p.addSecrets(pieces, jail.Bindings([]string{s.Name}, pol)[0])
 	}
 	slices.Sort(p.Env)
 	slices.Sort(p.Placeholders)
 }
 
-// swapped finds the placeholder that replaced a host value: the whole
-// value's, else (a URL's password) what differs between the two after
-// their common prefix and suffix.
-func swapped(key jail.SessionKey, name, host, inside string) (value, placeholder string, ok bool) {
-	if host == "" || host == inside {
-		return "", "", false
+// addSecrets adds the proxy's secrets for the pieces of one variable.
+func (p *Plan) addSecrets(pieces []jail.SecretPiece, b jail.SecretBinding) {
+	for _, pc := range pieces {
+		p.Secrets = append(p.Secrets, proxy.Secret{Name: pc.Name, Placeholder: pc.Placeholder, Value: pc.Value, Hosts: b.Hosts, Inject: b.Inject})
 	}
-	if ph := key.Placeholder(name, host, 0); ph == inside {
-		return host, ph, true
-	}
-	pre := 0
-	for pre < len(host) && pre < len(inside) && host[pre] == inside[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(host)-pre && suf < len(inside)-pre && host[len(host)-1-suf] == inside[len(inside)-1-suf] {
-		suf++
-	}
-	return host[pre : len(host)-suf], inside[pre : len(inside)-suf], true
 }
 
 func envMap(env []string) map[string]string {
@@ -360,32 +325,20 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// CommandLine is the plan's sandbox-exec command line, every argument
-// shell-quoted; the profile, passed with -p, stands as "$PROFILE".
+// CommandLine is the plan's sandbox-exec command line for review, every
+// argument shell-quoted: one group per line (sandbox-exec, each -D
+// parameter, then the profile and the command), each line but the last
+// ending in " \", so that the whole is still one shell command. The
+// profile, passed with -p, stands as "$PROFILE".
 func (p *Plan) CommandLine() string {
-	args := p.Profile.Args(p.Argv)
-	parts := []string{SandboxExec}
-	for i := 0; i < len(args); i++ {
-		if args[i] == "-p" && i+1 < len(args) {
-			parts = append(parts, "-p", `"$PROFILE"`)
-			i++
-			continue
-		}
-		parts = append(parts, ShellQuote(args[i]))
+	groups := []string{SandboxExec}
+	for _, prm := range p.Profile.Params {
+		groups = append(groups, "-D "+jail.ShellQuote(prm.Name+"="+prm.Value))
 	}
-	return strings.Join(parts, " ")
-}
-
-// ShellQuote quotes s for a POSIX shell: bare when it holds only safe
-// bytes, else in single quotes.
-func ShellQuote(s string) string {
-	safe := s != ""
-	for i := 0; i < len(s) && safe; i++ {
-		c := s[i]
-		safe = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./=:,+@%", c) >= 0
+	last := []string{"-p", `"$PROFILE"`, "--"}
+	for _, a := range p.Argv {
+		last = append(last, jail.ShellQuote(a))
 	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	groups = append(groups, strings.Join(last, " "))
+	return strings.Join(groups, " \\\n  ")
 }

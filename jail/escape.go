@@ -45,3 +45,13 @@ func Escaped(s string) string {
 	}
 	return b.String()
 }
+
+// ShellQuote is s quoted for a POSIX shell, as jail prints a command line
+// for review: bare when it holds only bytes no shell acts on, else in
+// single quotes, each quote inside closed, escaped and reopened.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -24,14 +24,22 @@ func TestDarwinPlan(t *testing.T) {
 		if !ok {
 			t.Fatalf("no profile section:\n%s", r.Stdout)
 		}
-		var line string
+		// The command line is one argument group per line, each line but
+		// the last ending in " \\": still one shell command.
+		var lines []string
 		for _, l := range strings.Split(head, "\n") {
-			if strings.HasPrefix(l, "/usr/bin/sandbox-exec ") {
-				line = l
+			if strings.HasPrefix(l, "/usr/bin/sandbox-exec ") || len(lines) > 0 && strings.HasSuffix(lines[len(lines)-1], " \\") {
+				lines = append(lines, l)
 			}
 		}
-		if line == "" || !strings.HasSuffix(line, ` -p "$PROFILE" -- sh`) {
-			t.Fatalf("no sandbox-exec command line ending in the command:\n%s", head)
+		line := strings.Join(lines, "\n")
+		if len(lines) < 3 || lines[0] != `/usr/bin/sandbox-exec \` || !strings.HasSuffix(line, "\n  "+`-p "$PROFILE" -- sh`) {
+			t.Fatalf("no sandbox-exec command line, one group a line, ending in the command:\n%s", head)
+		}
+		for _, l := range lines[1 : len(lines)-1] {
+			if !strings.HasPrefix(l, "  -D ") {
+				t.Errorf("a parameter line is not one -D group: %q", l)
+			}
 		}
 		if !strings.HasPrefix(profile, "(version 1)\n(deny default)\n") {
 			t.Errorf("the profile does not start with deny default:\n%.200s", profile)

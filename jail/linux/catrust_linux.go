@@ -1,14 +1,5 @@
 package linux
 
-import (
-	"bytes"
-	"encoding/pem"
-	"fmt"
-	"os"
-
-	"github.com/jailsh/jail/proxy"
-)
-
 // systemBundles are where distributions keep the system CA bundle.
 var systemBundles = []string{
 	"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Arch
@@ -29,41 +20,4 @@ func hostCAFile(getenv func(string) string) string {
 		}
 	}
 	return ""
-}
-
-// writeBundle writes path: the certificates of hostFile, then the jail CA
-// of caPath. Only CERTIFICATE blocks are copied, so whatever else a
-// misnamed SSL_CERT_FILE holds never reaches the jail.
-func writeBundle(path, caPath, hostFile string) error {
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		return fmt.Errorf("reading the jail CA: %w", err)
-	}
-	var buf bytes.Buffer
-	if hostFile != "" {
-		b, err := os.ReadFile(hostFile)
-		if err != nil {
-			return fmt.Errorf("reading the host's CA bundle %s: %w", hostFile, err)
-		}
-		buf.Write(certBlocks(b))
-	}
-	buf.Write(certBlocks(caPEM))
-	if err := proxy.WriteFileAtomic(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("writing the CA bundle: %w", err)
-	}
-	return nil
-}
-
-// certBlocks re-encodes the CERTIFICATE blocks of b, dropping the rest.
-func certBlocks(b []byte) []byte {
-	var out bytes.Buffer
-	for {
-		var blk *pem.Block
-		if blk, b = pem.Decode(b); blk == nil {
-			return out.Bytes()
-		}
-		if blk.Type == "CERTIFICATE" {
-			pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: blk.Bytes})
-		}
-	}
 }

@@ -1,9 +1,6 @@
 package linux
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/jailsh/jail/jail"
@@ -25,26 +22,6 @@ func TestTrustOpJailCAAloneUnlessSomethingIsNotIntercepted(t *testing.T) {
 		if op.Kind != "ro-bind" || op.Src != c.src || op.Dest != CABundlePath || n.Bundle != c.bundle {
 			t.Errorf("%s: op %+v, bundle %q; want %s bound, bundle %q", c.name, op, n.Bundle, c.src, c.bundle)
 		}
-	}
-}
-
-func TestWriteBundleCopiesOnlyCertificates(t *testing.T) {
-	dir := t.TempDir()
-	cert := "-----BEGIN CERTIFICATE-----\nAAEC\n-----END CERTIFICATE-----\n"
-	ca := "-----BEGIN CERTIFICATE-----\nAwQF\n-----END CERTIFICATE-----\n"
-	host := filepath.Join(dir, "host.pem")
-	os.WriteFile(host, []byte("# comment\n"+cert+"canary-line\n-----BEGIN PRIVATE KEY-----\nBgcI\n-----END PRIVATE KEY-----\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "ca.pem"), []byte(ca), 0o644)
-	out := filepath.Join(dir, "bundle.pem")
-	if err := writeBundle(out, filepath.Join(dir, "ca.pem"), host); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(out)
-	if string(b) != cert+ca {
-		t.Errorf("bundle:\n%s\nwant the host's certificate then the jail CA, nothing else", b)
-	}
-	if err := writeBundle(out, filepath.Join(dir, "ca.pem"), filepath.Join(dir, "missing.pem")); err == nil || !strings.Contains(err.Error(), "missing.pem") {
-		t.Errorf("a missing host bundle: %v, want an error naming it", err)
 	}
 }
 

@@ -505,7 +505,7 @@ func walkGlobTree(top string, pats []string, match func(pat, path string, d fs.D
 	seen := 0
 	return filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if closedInside(path, err) {
+			if jail.ClosedInside(path, err) {
 				return nil
 			}
 			var below []string
@@ -582,33 +582,6 @@ func (e *WalkError) Error() string {
 
 func (e *WalkError) Unwrap() error { return e.Err }
 
-// closedInside reports whether a path the walk could not read holds
-// nothing the jailed process could reach either: it no longer exists, or a
-// directory on the way (the path itself or a parent) is neither owned by
-// the user nor searchable to them. The jail runs as the same uid without
-// capabilities, so it can neither search such a directory nor chmod it.
-// As root every read succeeds, so an error as root is never a permission
-// the jail lacks too.
-func closedInside(path string, err error) bool {
-	if errors.Is(err, fs.ErrNotExist) {
-		return true
-	}
-	if !errors.Is(err, fs.ErrPermission) || os.Getuid() == 0 {
-		return false
-	}
-	for d := path; ; d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if errors.Is(err, fs.ErrPermission) && d != "/" {
-			continue // a parent closes it: look further up
-		}
-		if err != nil {
-			return false
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		return ok && int(st.Uid) != os.Getuid() && syscall.Access(d, 1 /* X_OK */) != nil
-	}
-}
-
 // matchBelow reports whether pattern could match a path strictly below
 // dir: some leading part of the pattern matches dir, and more of the
 // pattern is left (or it ends in "**").
@@ -658,7 +631,7 @@ func walkLinked(root string, skip func(string) bool, fn func(path string, key [2
 			return nil
 		}
 		if err != nil {
-			if !closedInside(path, err) {
+			if !jail.ClosedInside(path, err) {
 				unread(&WalkError{Path: path, Err: err})
 			}
 			return nil

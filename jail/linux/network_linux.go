@@ -55,7 +55,7 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 		ns.ca = ca
 	}
 	if n.Bundle != "" {
-		if err := writeBundle(n.Bundle, filepath.Join(n.CADir, "ca.pem"), hostCAFile(os.Getenv)); err != nil {
+		if err := jail.WriteCABundle(n.Bundle, filepath.Join(n.CADir, "ca.pem"), hostCAFile(os.Getenv)); err != nil {
 			ns.close()
 			return nil, err
 		}

@@ -497,7 +497,7 @@ func (p *Plan) String() string {
 	}
 	b.WriteString("\nbubblewrap\n  bwrap")
 	for _, a := range p.BwrapArgs() {
-		b.WriteString(" " + shellQuote(a))
+		b.WriteString(" " + jail.ShellQuote(a))
 	}
 	fmt.Fprintf(&b, " -- %s init\n", InitPath)
 	return b.String()
@@ -513,16 +513,9 @@ func orNone(list []string) string {
 func quoteAll(list []string) []string {
 	out := make([]string, len(list))
 	for i, s := range list {
-		out[i] = shellQuote(s)
+		out[i] = jail.ShellQuote(s)
 	}
 	return out
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // ResolvConf is the resolv.conf bound over the jail's, shared by every

@@ -178,11 +178,11 @@ func TestWalkGlobsVanished(t *testing.T) {
 	if err != nil || len(unread) != 0 {
 		t.Fatalf("walkGlobs = %v, unread %v", err, unread)
 	}
-	if !closedInside(dir+"/gone", &fs.PathError{Op: "open", Path: dir + "/gone", Err: fs.ErrNotExist}) {
-		t.Error("closedInside: a vanished directory must not stop the walk")
+	if !jail.ClosedInside(dir+"/gone", &fs.PathError{Op: "open", Path: dir + "/gone", Err: fs.ErrNotExist}) {
+		t.Error("ClosedInside: a vanished directory must not stop the walk")
 	}
-	if closedInside(dir, &fs.PathError{Op: "open", Path: dir, Err: errors.New("input/output error")}) {
-		t.Error("closedInside: an I/O error is not a directory closed to the jail")
+	if jail.ClosedInside(dir, &fs.PathError{Op: "open", Path: dir, Err: errors.New("input/output error")}) {
+		t.Error("ClosedInside: an I/O error is not a directory closed to the jail")
 	}
 }
 
