@@ -333,12 +333,17 @@ func within(p, dir string) bool {
 func (p *Plan) CommandLine() string {
 	groups := []string{SandboxExec}
 	for _, prm := range p.Profile.Params {
-		groups = append(groups, "-D "+jail.ShellQuote(prm.Name+"="+prm.Value))
+		groups = append(groups, "-D "+printable(prm.Name+"="+prm.Value))
 	}
 	last := []string{"-p", `"$PROFILE"`, "--"}
 	for _, a := range p.Argv {
-		last = append(last, jail.ShellQuote(a))
+		last = append(last, printable(a))
 	}
 	groups = append(groups, strings.Join(last, " "))
 	return strings.Join(groups, " \\\n  ")
 }
+
+// printable is an argument shell-quoted and escaped for the terminal, so
+// that a newline or an escape sequence in it can neither print a line of
+// its own (a forged "# note:") nor act on the terminal.
+func printable(arg string) string { return jail.Escaped(jail.ShellQuote(arg)) }

@@ -88,7 +88,7 @@ func darwinPlanText(p *darwin.Plan, warnings []string) string {
 	for _, n := range append(append([]string{}, p.Notes...), warnings...) {
 		fmt.Fprintf(&b, "# note: %s\n", n)
 	}
-	b.WriteString(jail.Escaped(p.CommandLine()) + "\n") // one line, whatever an argument holds
+	b.WriteString(p.CommandLine() + "\n")
 	b.WriteString("# profile:\n")
 	b.WriteString(p.Profile.Text)
 	return b.String()
