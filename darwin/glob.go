@@ -80,6 +80,7 @@ func pathRegex(p string, tree, fold bool) (string, error) {
 		return "", fmt.Errorf("path %q is not a clean absolute path", p)
 	}
 	var b strings.Builder
+	b.Grow(4*len(p) + 8) // a folded letter takes four bytes
 	b.WriteString("^")
 	if err := literalRegex(&b, p, fold); err != nil {
 		return "", err
@@ -94,7 +95,10 @@ func pathRegex(p string, tree, fold bool) (string, error) {
 // literalRegex writes the regex of a literal absolute path (the root as
 // nothing, so a pattern below it starts with its own "/").
 func literalRegex(b *strings.Builder, p string, fold bool) error {
-	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
+	for rest := p; rest != ""; {
+		var seg string
+		rest = strings.TrimLeft(rest, "/")
+		seg, rest, _ = strings.Cut(rest, "/")
 		if seg == "" {
 			continue
 		}
@@ -113,38 +117,42 @@ func literalRegex(b *strings.Builder, p string, fold bool) error {
 // every other byte escaped.
 func foldBytes(b *strings.Builder, s string) {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if lo, up, ok := letterCases(c); ok {
-			b.WriteString("[" + string(lo) + string(up) + "]")
-			continue
-		}
-		b.WriteString(regexp.QuoteMeta(string(c)))
+		foldByte(b, s[i])
 	}
+}
+
+// foldByte writes one byte: an ASCII letter as the class of both its
+// cases, a regex metacharacter escaped, any other byte as itself.
+func foldByte(b *strings.Builder, c byte) {
+	if lo, up, ok := letterCases(c); ok {
+		b.WriteByte('[')
+		b.WriteByte(lo)
+		b.WriteByte(up)
+		b.WriteByte(']')
+		return
+	}
+	if strings.IndexByte(`\.+*?()|[]{}^$`, c) >= 0 {
+		b.WriteByte('\\')
+	}
+	b.WriteByte(c)
 }
 
 // foldSegment writes a literal segment case-folded, each run of non-ASCII
 // bytes with the ASCII byte before it as "[^/]+", so that both Unicode
 // normalizations and every case of a letter match.
 func foldSegment(b *strings.Builder, seg string) {
-	var toks []string
+	wild := false // the last thing written is [^/]+
 	for i := 0; i < len(seg); i++ {
-		if seg[i] < 0x80 {
-			var t strings.Builder
-			foldBytes(&t, seg[i:i+1])
-			toks = append(toks, t.String())
+		if seg[i] >= 0x80 || (i+1 < len(seg) && seg[i+1] >= 0x80) {
+			if !wild {
+				b.WriteString("[^/]+")
+				wild = true
+			}
 			continue
 		}
-		for i+1 < len(seg) && seg[i+1] >= 0x80 {
-			i++
-		}
-		if n := len(toks); n > 0 && toks[n-1] != "[^/]+" {
-			toks = toks[:n-1]
-		}
-		if n := len(toks); n == 0 || toks[n-1] != "[^/]+" {
-			toks = append(toks, "[^/]+")
-		}
+		wild = false
+		foldByte(b, seg[i])
 	}
-	b.WriteString(strings.Join(toks, ""))
 }
 
 func letterCases(c byte) (lo, up byte, ok bool) {

@@ -304,14 +304,19 @@ func MacPath(p string) string {
 // Names compare in any ASCII case, as the default macOS volume opens
 // ~/library as ~/Library.
 func related(paths, roots []string) []string {
+	lower := make([]string, len(roots))
+	for i, r := range roots {
+		lower[i] = strings.ToLower(r)
+	}
 	var out []string
 	for _, pth := range paths {
 		b := MacPath(pth)
 		if jail.HasMeta(b) {
 			b = jail.GlobBase(b)
 		}
-		for _, r := range roots {
-			if lb, lr := strings.ToLower(b), strings.ToLower(r); within(lb, lr) || within(lr, lb) {
+		lb := strings.ToLower(b)
+		for _, lr := range lower {
+			if within(lb, lr) || within(lr, lb) {
 				out = append(out, pth)
 				break
 			}
@@ -322,7 +327,8 @@ func related(paths, roots []string) []string {
 
 // within reports whether p is dir or lies below it.
 func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+	dir = strings.TrimSuffix(dir, "/")
+	return p == dir || dir == "" || (len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir))
 }
 
 // CommandLine is the plan's sandbox-exec command line for review, every
