@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/jailsh/jail/jail"
 	"github.com/jailsh/jail/jail/linux/inside"
@@ -414,9 +415,18 @@ loop:
 var errLinkLost = errors.New("the link to the machine jail was started from was lost, so the jail and every process in it were stopped; run the command again")
 
 // dialLink connects to the control socket of the external proxy directory
-// dir and watches the link.
+// dir and watches the link. The link is made once the other end's first
+// beat has come: a forwarding that accepts but reaches nothing (the
+// proxy's side gone) fails here, before the command starts.
 func dialLink(dir string) (*Link, error) {
 	c, err := net.DialTimeout("unix", ExternalControl(dir), LinkTimeout)
+	if err == nil {
+		c.SetReadDeadline(time.Now().Add(LinkTimeout))
+		_, err = c.Read(make([]byte, 1))
+		if err != nil {
+			c.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the machine jail was started from: %w; run the command again", err)
 	}
