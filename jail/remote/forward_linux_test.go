@@ -25,6 +25,9 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(remoteRunEnv); spec != "" {
+		os.Exit(remoteRun(spec))
+	}
 	dir, err := os.MkdirTemp("", "jail-remote-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
