@@ -17,6 +17,9 @@ const (
 	LinkTimeout = 15 * time.Second
 )
 
+// linkBeat and linkTimeout are LinkBeat and LinkTimeout, shorter in tests.
+var linkBeat, linkTimeout = LinkBeat, LinkTimeout
+
 // Link is one end of a control connection, kept beating.
 type Link struct {
 	c    net.Conn
@@ -45,7 +48,7 @@ func (l *Link) read() {
 	defer l.Close()
 	buf := make([]byte, 64)
 	for {
-		l.c.SetReadDeadline(time.Now().Add(LinkTimeout))
+		l.c.SetReadDeadline(time.Now().Add(linkTimeout))
 		if _, err := l.c.Read(buf); err != nil {
 			return
 		}
@@ -54,10 +57,10 @@ func (l *Link) read() {
 
 func (l *Link) beat() {
 	defer l.Close()
-	t := time.NewTicker(LinkBeat)
+	t := time.NewTicker(linkBeat)
 	defer t.Stop()
 	for {
-		l.c.SetWriteDeadline(time.Now().Add(LinkTimeout))
+		l.c.SetWriteDeadline(time.Now().Add(linkTimeout))
 		if _, err := l.c.Write([]byte{0}); err != nil {
 			return
 		}

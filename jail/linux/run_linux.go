@@ -419,9 +419,9 @@ var errLinkLost = errors.New("the link to the machine jail was started from was 
 // beat has come: a forwarding that accepts but reaches nothing (the
 // proxy's side gone) fails here, before the command starts.
 func dialLink(dir string) (*Link, error) {
-	c, err := net.DialTimeout("unix", ExternalControl(dir), LinkTimeout)
+	c, err := net.DialTimeout("unix", ExternalControl(dir), linkTimeout)
 	if err == nil {
-		c.SetReadDeadline(time.Now().Add(LinkTimeout))
+		c.SetReadDeadline(time.Now().Add(linkTimeout))
 		_, err = c.Read(make([]byte, 1))
 		if err != nil {
 			c.Close()

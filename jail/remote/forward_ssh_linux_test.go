@@ -374,3 +374,57 @@ func processesNaming(s string) []int {
 	}
 	return out
 }
+
+// TestSSHSharedConnectionStopsWithTheLocalSide: over a shared connection
+// (ControlMaster, kept after each session), which holds the control
+// forwarding rather than the session's own ssh, the link still ends with
+// the local side: the local run ending (its Forward closed, its ssh left
+// running) stops the remote jail within a second; CancelArgs then remove
+// the session's forwardings from the shared connection.
+func TestSSHSharedConnectionStopsWithTheLocalSide(t *testing.T) {
+	s := startSSH(t)
+	r := newRig(t)
+	ctl := filepath.Join(s.bin, "..", "cm.sock")
+	master := s.ssh([]string{"-o", "ControlMaster=yes", "-o", "ControlPath=" + ctl, "-o", "ControlPersist=60", "-N", "-f"}, "")
+	master.Args = master.Args[:len(master.Args)-1] // -N: no command
+	if out, err := master.CombinedOutput(); err != nil {
+		t.Fatalf("starting the shared connection: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { s.ssh([]string{"-o", "ControlPath=" + ctl, "-O", "exit"}, "").Run() })
+	s.opts = append(s.opts, "-o", "ControlPath="+ctl, "-o", "ControlMaster=no")
+	marker := filepath.Join(s.remoteHome, "proj", "marker")
+	ss := startSSHSession(t, r, s, "sh", "-c", markerScript(marker))
+	size := func() int64 {
+		fi, err := os.Stat(marker)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	waitFor(t, 30*time.Second, "the remote jail to write its marker", func() bool { return size() > 64 })
+	ss.fw.Close()
+	done := make(chan error, 1)
+	go func() { done <- ss.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 {
+			t.Errorf("the remote run ended with %v, want 125 (the link lost)\n%s", err, ss.stderr.String())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("the remote run kept going 3s after the local side ended")
+	}
+	before := size()
+	time.Sleep(700 * time.Millisecond)
+	if after := size(); after != before {
+		t.Errorf("the marker grew from %d to %d bytes after the local side ended: the remote jail lives on", before, after)
+	}
+	cancel, err := ss.fw.CancelArgs(ss.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.ssh(cancel, "")
+	c.Args = c.Args[:len(c.Args)-1]
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Errorf("ssh -O cancel of the session's forwardings: %v\n%s", err, out)
+	}
+}
