@@ -204,6 +204,10 @@ type Plan struct {
 	// port published for the login command ("" for none).
 	SignInCallback string
 	Net            *NetPlan // nil: loopback only, no proxy (--no-network)
+	// Link is the control socket of a jail run from another machine: when
+	// its connection ends or stalls, the jail is stopped, every process
+	// in it; "" for a jail of this machine's.
+	Link string
 	// Mode is "learning" or "watch"; OverlayHome is then the home init
 	// shows through an overlay whose writes are thrown away.
 	Mode        string
@@ -492,6 +496,9 @@ func (p *Plan) String() string {
 		b.WriteString("  udp      other datagrams outside the loopback refused\n")
 	} else {
 		b.WriteString("\nnetwork: none (loopback only)\n")
+	}
+	if p.Link != "" {
+		fmt.Fprintf(&b, "  link     %s: the jail and every process in it stop when it ends or stalls\n", p.Link)
 	}
 	b.WriteString("\nenvironment\n")
 	fmt.Fprintf(&b, "  placeholders: %s\n", orNone(p.Env.Placeholders))

@@ -147,11 +147,11 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
-	// A proxy on another machine: the jail lives only as long as the
-	// link to it.
+	// A jail run from another machine lives only as long as the link to
+	// it.
 	var linkLost <-chan struct{}
-	if plan.Net != nil && plan.Net.External != "" {
-		link, err := dialLink(plan.Net.External)
+	if plan.Link != "" {
+		link, err := dialLink(plan.Link)
 		if err != nil {
 			ns.close()
 			return 125, &jail.ExitError{Code: 125, Err: err}
@@ -414,12 +414,12 @@ loop:
 // link to that machine ends.
 var errLinkLost = errors.New("the link to the machine jail was started from was lost, so the jail and every process in it were stopped; run the command again")
 
-// dialLink connects to the control socket of the external proxy directory
-// dir and watches the link. The link is made once the other end's first
-// beat has come: a forwarding that accepts but reaches nothing (the
-// proxy's side gone) fails here, before the command starts.
-func dialLink(dir string) (*Link, error) {
-	c, err := net.DialTimeout("unix", ExternalControl(dir), linkTimeout)
+// dialLink connects to the control socket path and watches the link. The
+// link is made once the other end's first beat has come: a forwarding
+// that accepts but reaches nothing (the other side gone) fails here,
+// before the command starts.
+func dialLink(path string) (*Link, error) {
+	c, err := net.DialTimeout("unix", path, linkTimeout)
 	if err == nil {
 		c.SetReadDeadline(time.Now().Add(linkTimeout))
 		_, err = c.Read(make([]byte, 1))

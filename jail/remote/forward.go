@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -71,7 +70,7 @@ func ParseRemoteDir(out string) (string, error) {
 // socket, whose connection is the link: the remote jail ends when it does.
 type Forward struct {
 	LocalDir string // the proxy's sockets and control.sock
-	CAFile   string // the proxy's CA certificate, which the remote jail trusts
+	CAFile   string // the proxy's CA certificate, which the remote jail trusts; "" without a proxy
 	stop     func() string
 	control  net.Listener
 	linked   chan struct{}
@@ -134,8 +133,12 @@ func (f *Forward) Lost() <-chan struct{} {
 	return f.link.Lost()
 }
 
-// CACert is the proxy's CA certificate (PEM), for PrepareScript's stdin.
+// CACert is the proxy's CA certificate (PEM), for PrepareScript's stdin;
+// empty for a jail without network.
 func (f *Forward) CACert() ([]byte, error) {
+	if f.CAFile == "" {
+		return nil, nil
+	}
 	b, err := os.ReadFile(f.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading the jail CA certificate: %w", err)
@@ -183,6 +186,9 @@ func (f *Forward) forwardings(remoteDir string) ([]string, error) {
 	}
 	var out []string
 	for _, name := range linux.ProxySockets {
+		if f.CAFile == "" {
+			break // no network: the link alone
+		}
 		out = append(out, filepath.Join(linux.ExternalNet(remoteDir), name)+":"+filepath.Join(f.LocalDir, name))
 	}
 	return append(out, linux.ExternalControl(remoteDir)+":"+filepath.Join(f.LocalDir, controlName)), nil
@@ -208,5 +214,17 @@ func (f *Forward) Close() string {
 	return f.stop()
 }
 
-// errNoProxy refuses a remote run whose plan has no proxy to forward.
-var errNoProxy = errors.New("starting the proxy: the plan has no network")
+// startLink is the Forward of a remote jail without network: the control
+// socket alone, in a fresh private directory of its own.
+func startLink() (*Forward, error) {
+	dir, err := os.MkdirTemp("", "jail-link-")
+	if err != nil {
+		return nil, fmt.Errorf("making the session directory: %w", err)
+	}
+	f := &Forward{LocalDir: dir, stop: func() string { os.RemoveAll(dir); return "" }}
+	if err := f.listenControl(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return f, nil
+}

@@ -9,10 +9,11 @@ import (
 // StartForward starts, on this machine, the proxy of plan (made here for a
 // jail that runs on a remote host) on the unix sockets of the plan's
 // session directory, as a local jail's, and the control socket beside
-// them. Close stops both.
+// them (the control socket alone for a jail without network). Close
+// stops both.
 func StartForward(plan *linux.Plan) (*Forward, error) {
 	if plan.Net == nil {
-		return nil, errNoProxy
+		return startLink()
 	}
 	p, err := linux.StartProxy(plan)
 	if err != nil {

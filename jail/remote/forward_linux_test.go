@@ -90,6 +90,7 @@ func (u *upstream) got() []string {
 type rig struct {
 	home, project, settings string
 	up                      *upstream
+	noNetwork               bool // --no-network
 }
 
 func newRig(t *testing.T) *rig {
@@ -122,7 +123,7 @@ func newRig(t *testing.T) *rig {
 // external is "", else for the proxy whose forwarded sockets are there.
 func (r *rig) plan(t *testing.T, external string, argv ...string) *linux.Plan {
 	t.Helper()
-	opts := jail.Options{Settings: r.settings}
+	opts := jail.Options{Settings: r.settings, NoNetwork: r.noNetwork}
 	layers, root, err := jail.LoadLayers(opts, argv, r.project, r.home, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
@@ -316,8 +317,7 @@ while :; do echo loop >>` + marker + `; sleep 0.05; done`
 // cut once the marker grows, and checks that the jail ends within a
 // second with 125 and the link named, and that nothing writes the marker
 // after.
-func runUntilCut(t *testing.T, cut func(e *remoteEnd, fw *Forward)) {
-	r := newRig(t)
+func runUntilCut(t *testing.T, r *rig, cut func(e *remoteEnd, fw *Forward)) {
 	marker := filepath.Join(r.project, "marker")
 	fw, e, _, remote := startSession(t, r, "sh", "-c", markerScript(marker))
 	type result struct {
@@ -377,13 +377,27 @@ func runUntilCut(t *testing.T, cut func(e *remoteEnd, fw *Forward)) {
 // killed (ssh gone): the jail, a background child included, is stopped
 // within a second and the run fails.
 func TestRemoteJailStopsWhenTheLinkIsCut(t *testing.T) {
-	runUntilCut(t, func(e *remoteEnd, _ *Forward) { e.cut("control.sock") })
+	runUntilCut(t, newRig(t), func(e *remoteEnd, _ *Forward) { e.cut("control.sock") })
+}
+
+// TestRemoteJailWithoutNetworkStopsWhenTheLinkIsCut: a jail without
+// network has no proxy to lose, and still its link: cut, the jail stops
+// the same way.
+func TestRemoteJailWithoutNetworkStopsWhenTheLinkIsCut(t *testing.T) {
+	r := newRig(t)
+	r.noNetwork = true
+	runUntilCut(t, r, func(e *remoteEnd, fw *Forward) {
+		if len(e.relays) != 1 || fw.CAFile != "" {
+			t.Errorf("a jail without network forwards %d sockets (CA %q), want the control socket alone", len(e.relays), fw.CAFile)
+		}
+		e.cut("control.sock")
+	})
 }
 
 // TestRemoteJailStopsWhenTheLocalSideEnds: the local side closing the
 // forward (its run interrupted) stops the remote jail the same way.
 func TestRemoteJailStopsWhenTheLocalSideEnds(t *testing.T) {
-	runUntilCut(t, func(_ *remoteEnd, fw *Forward) { fw.Close() })
+	runUntilCut(t, newRig(t), func(_ *remoteEnd, fw *Forward) { fw.Close() })
 }
 
 // TestRemoteJailRefusesWithoutLink: a remote jail whose control socket

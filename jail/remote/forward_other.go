@@ -8,11 +8,12 @@ import (
 	"github.com/jailsh/jail/jail/linux"
 )
 
-// StartForward refuses: the proxy of a remote jail is served, for now,
-// only from a Linux machine.
+// StartForward makes the link of a remote jail without network; the
+// proxy of one with network is served, for now, only from a Linux
+// machine.
 func StartForward(plan *linux.Plan) (*Forward, error) {
 	if plan.Net == nil {
-		return nil, errNoProxy
+		return startLink()
 	}
 	return nil, errors.New("running a jail on a remote host is supported from Linux only for now; run jail from a Linux machine")
 }

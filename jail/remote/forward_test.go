@@ -41,9 +41,10 @@ func TestValidRemoteDir(t *testing.T) {
 // TestSSHArgsForwardEverySocket: one -R REMOTE:LOCAL per proxy socket into
 // the remote directory's net/ and one for the control socket beside it
 // (out of the jail's sight), ssh told to give up when one cannot be made;
-// a local directory ssh's syntax would misread is refused.
+// without a proxy, the control socket alone; a local directory ssh's
+// syntax would misread is refused.
 func TestSSHArgsForwardEverySocket(t *testing.T) {
-	f := &Forward{LocalDir: "/run/user/0/jail/s1"}
+	f := &Forward{LocalDir: "/run/user/0/jail/s1", CAFile: "/home/u/.config/jail/ca/ca.pem"}
 	args, err := f.SSHArgs("/tmp/jail-r.0123456789")
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +62,12 @@ func TestSSHArgsForwardEverySocket(t *testing.T) {
 	if strings.Join(cancel[2:], " ") != strings.Join(want[2:], " ") || cancel[0] != "-O" || cancel[1] != "cancel" {
 		t.Errorf("CancelArgs = %q", cancel)
 	}
+	link, _ := (&Forward{LocalDir: f.LocalDir}).SSHArgs("/tmp/jail-r.0123456789")
+	if strings.Join(link, " ") != strings.Join(append(want[:2:2], want[len(want)-2:]...), " ") {
+		t.Errorf("SSHArgs without a proxy = %q, want the control socket alone", link)
+	}
 	for _, local := range []string{"/tmp/a:b", "relative/dir", "/tmp/[x]"} {
-		if _, err := (&Forward{LocalDir: local}).SSHArgs("/tmp/jail-r.0123456789"); err == nil {
+		if _, err := (&Forward{LocalDir: local, CAFile: f.CAFile}).SSHArgs("/tmp/jail-r.0123456789"); err == nil {
 			t.Errorf("SSHArgs with the local directory %q: no error", local)
 		}
 	}
