@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -433,5 +434,48 @@ func TestRemoteJailRefusesWithoutProxySide(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the command ran without the local side")
+	}
+}
+
+// TestRemotePortsRefused: published and forwarded ports would relay this
+// machine's ports, not the remote jail's: the local side refuses to serve
+// such a plan, and a remote plan with them never runs its command.
+func TestRemotePortsRefused(t *testing.T) {
+	r := newRig(t)
+	for _, opts := range []jail.Options{{Publish: []int{8080}}, {Forward: []int{5432}}} {
+		opts.Settings = r.settings
+		layers, root, err := jail.LoadLayers(opts, []string{"true"}, r.project, r.home, os.Getenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol, err := jail.Resolve(layers, root, r.home, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := linux.Gather(pol, r.home, r.project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Exe = filepath.Join(binDir, "jail-init")
+		p, err := linux.Build(pol, f, []string{"true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fw, err := StartForward(p); err == nil {
+			fw.Close()
+			t.Errorf("%+v: the local side served a remote plan with ports", opts)
+		}
+		marker := filepath.Join(r.project, "ran")
+		f.External = t.TempDir()
+		p, err = linux.Build(pol, f, []string{"touch", marker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, err := linux.Run(p, io.Discard); code != 125 || err == nil || !strings.Contains(err.Error(), "ports") {
+			t.Errorf("%+v: a remote plan with ports ran: %d, %v", opts, code, err)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("%+v: the command ran", opts)
+		}
 	}
 }
