@@ -419,6 +419,11 @@ var errLinkLost = errors.New("the link to the machine jail was started from was 
 // that accepts but reaches nothing (the other side gone) fails here,
 // before the command starts.
 func dialLink(path string) (*Link, error) {
+	// Another user who could write the directory could stand in for the
+	// other machine (its proxy, its CA) and keep the link up.
+	if err := privateDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("the link to the machine jail was started from: %w", err)
+	}
 	c, err := net.DialTimeout("unix", path, linkTimeout)
 	if err == nil {
 		c.SetReadDeadline(time.Now().Add(linkTimeout))

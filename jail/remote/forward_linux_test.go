@@ -419,6 +419,26 @@ func TestRemoteJailRefusesWithoutLink(t *testing.T) {
 	}
 }
 
+// TestRemoteJailRefusesSharedDir: a session directory others may enter
+// (where another user could put sockets and a CA of their own) is refused
+// before the command runs.
+func TestRemoteJailRefusesSharedDir(t *testing.T) {
+	r := newRig(t)
+	marker := filepath.Join(r.project, "ran")
+	_, e, _, remote := startSession(t, r, "sh", "-c", "touch "+marker)
+	if err := os.Chmod(e.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code, err := linux.Run(remote, &stderr)
+	if code != 125 || err == nil || !strings.Contains(err.Error(), "private") {
+		t.Errorf("with a shared session directory the remote jail ended with %d, %v; want 125 naming it", code, err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran with a shared session directory")
+	}
+}
+
 // TestRemoteJailRefusesWithoutProxySide: the control forwarding accepts
 // but the local side is gone (its control socket closed): the remote jail
 // never runs its command.
