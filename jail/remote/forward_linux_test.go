@@ -2,9 +2,17 @@ package remote
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -43,12 +51,17 @@ func TestMain(m *testing.M) {
 		}
 	}
 	binDir = dir
+	if err := makeUpstreamPKI(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "upstream certificates:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
 const (
+	tlsHost    = "tls.example.test"    // allowed, mapped to the upstream's TLS port
 	apiHost    = "api.example.test"    // allowed, mapped to the loopback upstream
 	deniedHost = "denied.example.test" // mapped to the same upstream, never allowed
 	realToken  = "rt-6f1c2a9b8e7d4c3b2a1f0e9d8c7b6a5f"
@@ -57,9 +70,9 @@ const (
 // upstream is a plain HTTP server on the loopback recording what reaches
 // it.
 type upstream struct {
-	addr string
-	mu   sync.Mutex
-	seen []string // "PATH AUTHORIZATION"
+	addr, tlsAddr string
+	mu            sync.Mutex
+	seen          []string // "PATH AUTHORIZATION"
 }
 
 func startUpstream(t *testing.T) *upstream {
@@ -76,8 +89,43 @@ func startUpstream(t *testing.T) *upstream {
 		fmt.Fprintf(w, "upstream saw %s\n", r.URL.Path)
 	})}
 	go srv.Serve(l)
+	tl, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{upstreamCert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.tlsAddr = tl.Addr().String()
+	go srv.Serve(tl)
 	t.Cleanup(func() { srv.Close() })
 	return u
+}
+
+// upstreamCert is the TLS upstream's certificate for tlsHost, issued by a
+// CA that this process (the proxy's) trusts through SSL_CERT_FILE.
+var upstreamCert tls.Certificate
+
+func makeUpstreamPKI(dir string) error {
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: tlsHost}, DNSNames: []string{tlsHost},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	upstreamCert = tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
+	bundle := filepath.Join(dir, "upstream-ca.pem")
+	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		return err
+	}
+	return os.Setenv("SSL_CERT_FILE", bundle)
 }
 
 func (u *upstream) got() []string {
@@ -104,10 +152,10 @@ func newRig(t *testing.T) *rig {
 	}
 	cfg, _ := json.Marshal(map[string]any{
 		"network": map[string]any{
-			"allow": []string{apiHost}, "unknown": "deny",
-			"hosts": map[string]string{apiHost: r.up.addr, deniedHost: r.up.addr},
+			"allow": []string{apiHost, tlsHost}, "unknown": "deny",
+			"hosts": map[string]string{apiHost: r.up.addr, deniedHost: r.up.addr, tlsHost: r.up.tlsAddr},
 		},
-		"secrets": map[string]any{"env": map[string]any{"SERVICE_TOKEN": []string{apiHost}}},
+		"secrets": map[string]any{"env": map[string]any{"SERVICE_TOKEN": []string{apiHost, tlsHost}}},
 	})
 	r.settings = filepath.Join(base, "settings.json")
 	if err := os.WriteFile(r.settings, cfg, 0o644); err != nil {
@@ -237,7 +285,9 @@ func startSession(t *testing.T, r *rig, argv ...string) (*Forward, *remoteEnd, *
 // process, reached only through byte relays as ssh -R makes them, is
 // decided by that proxy: curl through the proxy variables and curl
 // captured without them reach the loopback upstream by its allowed name,
-// the real token injected there while the jail holds a placeholder; a
+// over plain HTTP and over HTTPS intercepted with the local proxy's CA
+// (which the remote jail trusts from its session directory), the real
+// token injected there while the jail holds a placeholder; a
 // denied name is refused and logged on the proxy's side; no socket is
 // handed over the relays (a handed one would be lost and the request
 // would hang).
@@ -248,6 +298,8 @@ func TestRemoteJailThroughForwardedProxy(t *testing.T) {
 echo "token=$SERVICE_TOKEN"
 curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" http://` + apiHost + `/proxied
 curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" http://` + apiHost + `/captured
+curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" https://` + tlsHost + `/tls
+curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" https://` + tlsHost + `/tls-captured
 curl -sS -m 10 -o /dev/null -w 'denied-status=%{http_code}\n' http://` + deniedHost + `/denied || echo denied-failed
 curl -sS -m 10 --noproxy '*' http://` + deniedHost + `/denied-captured || echo denied-captured-failed
 `
@@ -269,13 +321,13 @@ curl -sS -m 10 --noproxy '*' http://` + deniedHost + `/denied-captured || echo d
 	if !strings.Contains(o, "token=") || strings.Contains(o, "token=\n") {
 		t.Errorf("the jail printed no placeholder for the token:\n%s", o)
 	}
-	for _, want := range []string{"upstream saw /proxied", "upstream saw /captured", "denied-status=403"} {
+	for _, want := range []string{"upstream saw /proxied", "upstream saw /captured", "upstream saw /tls", "upstream saw /tls-captured", "denied-status=403"} {
 		if !strings.Contains(o, want) {
 			t.Errorf("the jail's output lacks %q:\n%s", want, o)
 		}
 	}
 	got := r.up.got()
-	for _, p := range []string{"/proxied", "/captured"} {
+	for _, p := range []string{"/proxied", "/captured", "/tls", "/tls-captured"} {
 		if !contains(got, p+" Bearer "+realToken) {
 			t.Errorf("the upstream did not get %s with the real token injected: %q", p, got)
 		}

@@ -279,6 +279,7 @@ func TestSSHRemoteJailThroughForwardedProxy(t *testing.T) {
 echo "token=$SERVICE_TOKEN"
 curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" http://` + apiHost + `/proxied
 curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" http://` + apiHost + `/captured
+curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" https://` + tlsHost + `/tls-captured
 curl -sS -m 10 -o /dev/null -w 'denied-status=%{http_code}\n' http://` + deniedHost + `/denied || echo denied-failed
 exit 7
 `
@@ -292,13 +293,13 @@ exit 7
 	if strings.Contains(o, realToken) || !strings.Contains(o, "token=") || strings.Contains(o, "token=\n") {
 		t.Errorf("the jail saw the real token, or no placeholder:\n%s", o)
 	}
-	for _, want := range []string{"upstream saw /proxied", "upstream saw /captured", "denied-status=403"} {
+	for _, want := range []string{"upstream saw /proxied", "upstream saw /captured", "upstream saw /tls-captured", "denied-status=403"} {
 		if !strings.Contains(o, want) {
 			t.Errorf("the jail's output lacks %q:\n%s", want, o)
 		}
 	}
 	got := r.up.got()
-	for _, p := range []string{"/proxied", "/captured"} {
+	for _, p := range []string{"/proxied", "/captured", "/tls-captured"} {
 		if !contains(got, p+" Bearer "+realToken) {
 			t.Errorf("the upstream did not get %s with the real token injected: %q", p, got)
 		}
