@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -66,4 +67,17 @@ func findOp(p *Plan, dest string) *Op {
 		}
 	}
 	return nil
+}
+
+// TestExternalPlanGolden: the whole plan of a jail run from another
+// machine, as `jail plan` would print it there: the forwarded sockets,
+// the remote proxy's CA and the link, and no socket handed over.
+func TestExternalPlanGolden(t *testing.T) {
+	f := fakeFacts(nil, nil)
+	f.External = "/tmp/jail-r.abcdefghij"
+	p, err := Build(&jail.Policy{ProjectRoot: "/home/u/proj"}, f, []string{"sh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, filepath.Join("testdata", "plan", "external.golden"), p.String())
 }
