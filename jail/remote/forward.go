@@ -74,6 +74,7 @@ type Forward struct {
 	stop     func() string
 	control  net.Listener
 	linked   chan struct{}
+	lost     chan struct{}
 	link     *linux.Link
 	mu       sync.Mutex
 	closed   bool
@@ -90,7 +91,7 @@ func (f *Forward) listenControl() error {
 	if err != nil {
 		return fmt.Errorf("opening the control socket: %w", err)
 	}
-	f.control, f.linked = l, make(chan struct{})
+	f.control, f.linked, f.lost = l, make(chan struct{}), make(chan struct{})
 	go func() {
 		c, err := l.Accept()
 		if err != nil {
@@ -105,6 +106,7 @@ func (f *Forward) listenControl() error {
 		f.link = linux.WatchLink(c)
 		f.mu.Unlock()
 		close(f.linked)
+		go func(lost <-chan struct{}) { <-lost; close(f.lost) }(f.link.Lost())
 		for {
 			c, err := l.Accept()
 			if err != nil {
@@ -121,17 +123,11 @@ func (f *Forward) listenControl() error {
 func (f *Forward) Linked() <-chan struct{} { return f.linked }
 
 // Lost is closed once the link, after the remote jail made it, has ended:
-// the remote jail closed it (it is done), or the link was cut or stalled
-// (the remote jail stops itself then). Before the link is made it is nil
-// (a channel that is never closed).
-func (f *Forward) Lost() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.link == nil {
-		return nil
-	}
-	return f.link.Lost()
-}
+// the remote jail closed it (it is done, and its exit status is on its
+// way through ssh), or the link was cut or stalled (the remote jail stops
+// itself then, and ssh may hang on a dead connection). A caller waits a
+// few seconds for ssh to exit, then ends it and fails the run.
+func (f *Forward) Lost() <-chan struct{} { return f.lost }
 
 // CACert is the proxy's CA certificate (PEM), for PrepareScript's stdin;
 // empty for a jail without network.

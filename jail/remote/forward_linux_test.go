@@ -314,6 +314,11 @@ curl -sS -m 10 --noproxy '*' http://` + deniedHost + `/denied-captured || echo d
 	if code != 0 || err != nil {
 		t.Fatalf("remote jail: exit %d, %v\nstderr: %s\nout: %s", code, err, stderr.String(), b)
 	}
+	select {
+	case <-fw.Lost(): // the remote jail, done, closed its link
+	case <-time.After(2 * time.Second):
+		t.Error("the local side did not see the finished remote jail close its link")
+	}
 	o := string(b)
 	if strings.Contains(o, realToken) {
 		t.Errorf("the jail saw the real token:\n%s", o)
@@ -423,6 +428,11 @@ func runUntilCut(t *testing.T, r *rig, cut func(e *remoteEnd, fw *Forward)) {
 	time.Sleep(700 * time.Millisecond)
 	if after := size(); after != before {
 		t.Errorf("the marker grew from %d to %d bytes after the jail was stopped: a process of the jail lives on", before, after)
+	}
+	select {
+	case <-fw.Lost():
+	case <-time.After(2 * time.Second):
+		t.Error("the local side did not see the link lost")
 	}
 }
 
