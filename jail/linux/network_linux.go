@@ -29,6 +29,9 @@ type netSession struct {
 // directory, the shared resolv.conf and the CA bundle. The proxy itself
 // starts later (serve), while bubblewrap builds the jail.
 func prepareNetwork(n *NetPlan) (*netSession, error) {
+	if n.External != "" && len(n.Publish)+len(n.Forward) > 0 {
+		return nil, fmt.Errorf("published and forwarded ports do not reach a jail on a remote host; run it there without --publish and --forward")
+	}
 	if err := ensurePrivateDir(filepath.Dir(n.SessionDir)); err != nil {
 		return nil, err
 	}
@@ -38,9 +41,6 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the session directory: %w", err)
-	}
-	if n.External != "" && len(n.Publish)+len(n.Forward) > 0 {
-		return nil, fmt.Errorf("published and forwarded ports do not reach a jail on a remote host; run it there without --publish and --forward")
 	}
 	ns := &netSession{dir: n.SessionDir}
 	if rc := ResolvConf(n.SessionDir); !sameContent(rc, resolvConf) {
