@@ -31,11 +31,11 @@ import (
 
 // binDir holds jail and jail-init, built once for the package's tests:
 // the remote jail's init is the real one.
-var binDir string
+var fwBinDir string
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(remoteRunEnv); spec != "" {
-		os.Exit(remoteRun(spec))
+	if spec := os.Getenv(fwRemoteRunEnv); spec != "" {
+		os.Exit(fwRemoteRun(spec))
 	}
 	dir, err := os.MkdirTemp("", "jail-remote-bin-")
 	if err != nil {
@@ -50,8 +50,8 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	binDir = dir
-	if err := makeUpstreamPKI(dir); err != nil {
+	fwBinDir = dir
+	if err := makeFwUpstreamPKI(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "upstream certificates:", err)
 		os.Exit(1)
 	}
@@ -61,22 +61,22 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	tlsHost    = "tls.example.test"    // allowed, mapped to the upstream's TLS port
-	apiHost    = "api.example.test"    // allowed, mapped to the loopback upstream
-	deniedHost = "denied.example.test" // mapped to the same upstream, never allowed
-	realToken  = "rt-6f1c2a9b8e7d4c3b2a1f0e9d8c7b6a5f"
+	fwTLSHost    = "tls.example.test"    // allowed, mapped to the upstream's TLS port
+	fwAPIHost    = "api.example.test"    // allowed, mapped to the loopback upstream
+	fwDeniedHost = "denied.example.test" // mapped to the same upstream, never allowed
+	fwRealToken  = "rt-6f1c2a9b8e7d4c3b2a1f0e9d8c7b6a5f"
 )
 
 // upstream is a plain HTTP server on the loopback recording what reaches
 // it.
-type upstream struct {
+type fwUpstream struct {
 	addr, tlsAddr string
 	mu            sync.Mutex
 	seen          []string // "PATH AUTHORIZATION"
 }
 
-func startUpstream(t *testing.T) *upstream {
-	u := &upstream{}
+func startFwUpstream(t *testing.T) *fwUpstream {
+	u := &fwUpstream{}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func startUpstream(t *testing.T) *upstream {
 		fmt.Fprintf(w, "upstream saw %s\n", r.URL.Path)
 	})}
 	go srv.Serve(l)
-	tl, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{upstreamCert}})
+	tl, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{fwUpstreamCert}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +101,9 @@ func startUpstream(t *testing.T) *upstream {
 
 // upstreamCert is the TLS upstream's certificate for tlsHost, issued by a
 // CA that this process (the proxy's) trusts through SSL_CERT_FILE.
-var upstreamCert tls.Certificate
+var fwUpstreamCert tls.Certificate
 
-func makeUpstreamPKI(dir string) error {
+func makeFwUpstreamPKI(dir string) error {
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
@@ -113,14 +113,14 @@ func makeUpstreamPKI(dir string) error {
 		return err
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: tlsHost}, DNSNames: []string{tlsHost},
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: fwTLSHost}, DNSNames: []string{fwTLSHost},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return err
 	}
-	upstreamCert = tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
+	fwUpstreamCert = tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
 	bundle := filepath.Join(dir, "upstream-ca.pem")
 	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
 		return err
@@ -128,7 +128,7 @@ func makeUpstreamPKI(dir string) error {
 	return os.Setenv("SSL_CERT_FILE", bundle)
 }
 
-func (u *upstream) got() []string {
+func (u *fwUpstream) got() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.seen...)
@@ -136,26 +136,26 @@ func (u *upstream) got() []string {
 
 // rig is one machine standing for both ends: a fake home and project, a
 // user configuration allowing apiHost and binding SERVICE_TOKEN to it.
-type rig struct {
+type fwRig struct {
 	home, project, settings string
-	up                      *upstream
+	up                      *fwUpstream
 	noNetwork               bool // --no-network
 }
 
-func newRig(t *testing.T) *rig {
+func newFwRig(t *testing.T) *fwRig {
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
-	r := &rig{home: filepath.Join(base, "home"), up: startUpstream(t)}
+	r := &fwRig{home: filepath.Join(base, "home"), up: startFwUpstream(t)}
 	r.project = filepath.Join(r.home, "proj")
 	if err := os.MkdirAll(r.project, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cfg, _ := json.Marshal(map[string]any{
 		"network": map[string]any{
-			"allow": []string{apiHost, tlsHost}, "unknown": "deny",
-			"hosts": map[string]string{apiHost: r.up.addr, deniedHost: r.up.addr, tlsHost: r.up.tlsAddr},
+			"allow": []string{fwAPIHost, fwTLSHost}, "unknown": "deny",
+			"hosts": map[string]string{fwAPIHost: r.up.addr, fwDeniedHost: r.up.addr, fwTLSHost: r.up.tlsAddr},
 		},
-		"secrets": map[string]any{"env": map[string]any{"SERVICE_TOKEN": []string{apiHost, tlsHost}}},
+		"secrets": map[string]any{"env": map[string]any{"SERVICE_TOKEN": []string{fwAPIHost, fwTLSHost}}},
 	})
 	r.settings = filepath.Join(base, "settings.json")
 	if err := os.WriteFile(r.settings, cfg, 0o644); err != nil {
@@ -164,13 +164,13 @@ func newRig(t *testing.T) *rig {
 	t.Setenv("HOME", r.home)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(r.home, ".config"))
 	t.Setenv("XDG_STATE_HOME", filepath.Join(r.home, ".local", "state"))
-	t.Setenv("SERVICE_TOKEN", realToken)
+	t.Setenv("SERVICE_TOKEN", fwRealToken)
 	return r
 }
 
 // plan plans argv in the project: for this machine's own proxy when
 // external is "", else for the proxy whose forwarded sockets are there.
-func (r *rig) plan(t *testing.T, external string, argv ...string) *linux.Plan {
+func (r *fwRig) plan(t *testing.T, external string, argv ...string) *linux.Plan {
 	t.Helper()
 	opts := jail.Options{Settings: r.settings, NoNetwork: r.noNetwork}
 	layers, root, err := jail.LoadLayers(opts, argv, r.project, r.home, os.Getenv)
@@ -185,7 +185,7 @@ func (r *rig) plan(t *testing.T, external string, argv ...string) *linux.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Exe, f.External = filepath.Join(binDir, "jail-init"), external
+	f.Exe, f.External = filepath.Join(fwBinDir, "jail-init"), external
 	p, err := linux.Build(pol, f, argv)
 	if err != nil {
 		t.Fatal(err)
@@ -196,12 +196,12 @@ func (r *rig) plan(t *testing.T, external string, argv ...string) *linux.Plan {
 // remoteEnd is the remote half of a session on this machine: the
 // directory PrepareScript made, and one byte relay per forwarding, each a
 // process of its own as ssh's are (no descriptor crosses it).
-type remoteEnd struct {
+type fwRemoteEnd struct {
 	dir    string
 	relays map[string]*exec.Cmd // by the remote socket's name
 }
 
-func startRemoteEnd(t *testing.T, fw *Forward) *remoteEnd {
+func startFwRemoteEnd(t *testing.T, fw *Forward) *fwRemoteEnd {
 	t.Helper()
 	ca, err := fw.CACert()
 	if err != nil {
@@ -228,7 +228,7 @@ func startRemoteEnd(t *testing.T, fw *Forward) *remoteEnd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &remoteEnd{dir: dir, relays: map[string]*exec.Cmd{}}
+	e := &fwRemoteEnd{dir: dir, relays: map[string]*exec.Cmd{}}
 	for i := 0; i < len(args); i++ {
 		if args[i] != "-R" {
 			continue
@@ -241,21 +241,21 @@ func startRemoteEnd(t *testing.T, fw *Forward) *remoteEnd {
 		}
 		e.relays[filepath.Base(remote)] = c
 		t.Cleanup(func() { e.cut(filepath.Base(remote)) })
-		waitFor(t, 5*time.Second, "socat listening on "+remote, func() bool { _, err := os.Stat(remote); return err == nil })
+		fwWaitFor(t, 5*time.Second, "socat listening on "+remote, func() bool { _, err := os.Stat(remote); return err == nil })
 	}
 	return e
 }
 
 // cut kills the relay of the remote socket name, the connections it
 // relays with it: the link of that forwarding is gone.
-func (e *remoteEnd) cut(name string) {
+func (e *fwRemoteEnd) cut(name string) {
 	if c := e.relays[name]; c != nil && c.Process != nil {
 		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		c.Wait()
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+func fwWaitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	t.Helper()
 	for end := time.Now().Add(d); !ok(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -267,7 +267,7 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 // startSession starts the local proxy and the remote end, and plans argv
 // for the remote jail, its environment the local plan's (placeholders
 // made here: the session key never leaves).
-func startSession(t *testing.T, r *rig, argv ...string) (*Forward, *remoteEnd, *linux.Plan, *linux.Plan) {
+func startFwSession(t *testing.T, r *fwRig, argv ...string) (*Forward, *fwRemoteEnd, *linux.Plan, *linux.Plan) {
 	t.Helper()
 	local := r.plan(t, "", argv...)
 	fw, err := StartForward(local)
@@ -275,7 +275,7 @@ func startSession(t *testing.T, r *rig, argv ...string) (*Forward, *remoteEnd, *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fw.Close() })
-	e := startRemoteEnd(t, fw)
+	e := startFwRemoteEnd(t, fw)
 	remote := r.plan(t, e.dir, argv...)
 	remote.Env = local.Env
 	return fw, e, local, remote
@@ -292,18 +292,18 @@ func startSession(t *testing.T, r *rig, argv ...string) (*Forward, *remoteEnd, *
 // handed over the relays (a handed one would be lost and the request
 // would hang).
 func TestRemoteJailThroughForwardedProxy(t *testing.T) {
-	r := newRig(t)
+	r := newFwRig(t)
 	out := filepath.Join(r.project, "out.txt")
 	script := `exec >` + out + ` 2>&1
 echo "token=$SERVICE_TOKEN"
-curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" http://` + apiHost + `/proxied
-curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" http://` + apiHost + `/captured
-curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" https://` + tlsHost + `/tls
-curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" https://` + tlsHost + `/tls-captured
-curl -sS -m 10 -o /dev/null -w 'denied-status=%{http_code}\n' http://` + deniedHost + `/denied || echo denied-failed
-curl -sS -m 10 --noproxy '*' http://` + deniedHost + `/denied-captured || echo denied-captured-failed
+curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" http://` + fwAPIHost + `/proxied
+curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" http://` + fwAPIHost + `/captured
+curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" https://` + fwTLSHost + `/tls
+curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" https://` + fwTLSHost + `/tls-captured
+curl -sS -m 10 -o /dev/null -w 'denied-status=%{http_code}\n' http://` + fwDeniedHost + `/denied || echo denied-failed
+curl -sS -m 10 --noproxy '*' http://` + fwDeniedHost + `/denied-captured || echo denied-captured-failed
 `
-	fw, e, local, remote := startSession(t, r, "sh", "-c", script)
+	fw, e, local, remote := startFwSession(t, r, "sh", "-c", script)
 	_ = e
 	if !strings.Contains(remote.String(), "over ssh") {
 		t.Fatalf("the remote plan does not say its proxy is over ssh:\n%s", remote.String())
@@ -320,7 +320,7 @@ curl -sS -m 10 --noproxy '*' http://` + deniedHost + `/denied-captured || echo d
 		t.Error("the local side did not see the finished remote jail close its link")
 	}
 	o := string(b)
-	if strings.Contains(o, realToken) {
+	if strings.Contains(o, fwRealToken) {
 		t.Errorf("the jail saw the real token:\n%s", o)
 	}
 	if !strings.Contains(o, "token=") || strings.Contains(o, "token=\n") {
@@ -333,7 +333,7 @@ curl -sS -m 10 --noproxy '*' http://` + deniedHost + `/denied-captured || echo d
 	}
 	got := r.up.got()
 	for _, p := range []string{"/proxied", "/captured", "/tls", "/tls-captured"} {
-		if !contains(got, p+" Bearer "+realToken) {
+		if !fwContains(got, p+" Bearer "+fwRealToken) {
 			t.Errorf("the upstream did not get %s with the real token injected: %q", p, got)
 		}
 	}
@@ -345,17 +345,17 @@ curl -sS -m 10 --noproxy '*' http://` + deniedHost + `/denied-captured || echo d
 	fw.Close()
 	var denied []string
 	proxy.ReadSession(local.Net.StateDir, local.Session, proxy.LogPos{}, func(en proxy.Entry) bool {
-		if en.Host == deniedHost && en.Verdict == "deny" {
+		if en.Host == fwDeniedHost && en.Verdict == "deny" {
 			denied = append(denied, en.Method)
 		}
 		return true
 	})
 	if len(denied) < 2 {
-		t.Errorf("the proxy logged %d denials of %s (want the proxied and the captured one): %q", len(denied), deniedHost, denied)
+		t.Errorf("the proxy logged %d denials of %s (want the proxied and the captured one): %q", len(denied), fwDeniedHost, denied)
 	}
 }
 
-func contains(list []string, s string) bool {
+func fwContains(list []string, s string) bool {
 	for _, l := range list {
 		if l == s {
 			return true
@@ -366,7 +366,7 @@ func contains(list []string, s string) bool {
 
 // markerScript appends to marker every 50ms, from a child of the shell as
 // well as the shell itself, until killed.
-func markerScript(marker string) string {
+func fwMarkerScript(marker string) string {
 	return `(while :; do echo child >>` + marker + `; sleep 0.05; done) &
 while :; do echo loop >>` + marker + `; sleep 0.05; done`
 }
@@ -375,9 +375,9 @@ while :; do echo loop >>` + marker + `; sleep 0.05; done`
 // cut once the marker grows, and checks that the jail ends within a
 // second with 125 and the link named, and that nothing writes the marker
 // after.
-func runUntilCut(t *testing.T, r *rig, cut func(e *remoteEnd, fw *Forward)) {
+func fwRunUntilCut(t *testing.T, r *fwRig, cut func(e *fwRemoteEnd, fw *Forward)) {
 	marker := filepath.Join(r.project, "marker")
-	fw, e, _, remote := startSession(t, r, "sh", "-c", markerScript(marker))
+	fw, e, _, remote := startFwSession(t, r, "sh", "-c", fwMarkerScript(marker))
 	type result struct {
 		code int
 		err  error
@@ -440,16 +440,16 @@ func runUntilCut(t *testing.T, r *rig, cut func(e *remoteEnd, fw *Forward)) {
 // killed (ssh gone): the jail, a background child included, is stopped
 // within a second and the run fails.
 func TestRemoteJailStopsWhenTheLinkIsCut(t *testing.T) {
-	runUntilCut(t, newRig(t), func(e *remoteEnd, _ *Forward) { e.cut("control.sock") })
+	fwRunUntilCut(t, newFwRig(t), func(e *fwRemoteEnd, _ *Forward) { e.cut("control.sock") })
 }
 
 // TestRemoteJailWithoutNetworkStopsWhenTheLinkIsCut: a jail without
 // network has no proxy to lose, and still its link: cut, the jail stops
 // the same way.
 func TestRemoteJailWithoutNetworkStopsWhenTheLinkIsCut(t *testing.T) {
-	r := newRig(t)
+	r := newFwRig(t)
 	r.noNetwork = true
-	runUntilCut(t, r, func(e *remoteEnd, fw *Forward) {
+	fwRunUntilCut(t, r, func(e *fwRemoteEnd, fw *Forward) {
 		if len(e.relays) != 1 || fw.CAFile != "" {
 			t.Errorf("a jail without network forwards %d sockets (CA %q), want the control socket alone", len(e.relays), fw.CAFile)
 		}
@@ -460,15 +460,15 @@ func TestRemoteJailWithoutNetworkStopsWhenTheLinkIsCut(t *testing.T) {
 // TestRemoteJailStopsWhenTheLocalSideEnds: the local side closing the
 // forward (its run interrupted) stops the remote jail the same way.
 func TestRemoteJailStopsWhenTheLocalSideEnds(t *testing.T) {
-	runUntilCut(t, newRig(t), func(_ *remoteEnd, fw *Forward) { fw.Close() })
+	fwRunUntilCut(t, newFwRig(t), func(_ *fwRemoteEnd, fw *Forward) { fw.Close() })
 }
 
 // TestRemoteJailRefusesWithoutLink: a remote jail whose control socket
 // cannot be reached never runs its command.
 func TestRemoteJailRefusesWithoutLink(t *testing.T) {
-	r := newRig(t)
+	r := newFwRig(t)
 	marker := filepath.Join(r.project, "ran")
-	_, e, _, remote := startSession(t, r, "sh", "-c", "touch "+marker)
+	_, e, _, remote := startFwSession(t, r, "sh", "-c", "touch "+marker)
 	e.cut("control.sock")
 	os.Remove(linux.ExternalControl(e.dir))
 	var stderr bytes.Buffer
@@ -485,9 +485,9 @@ func TestRemoteJailRefusesWithoutLink(t *testing.T) {
 // (where another user could put sockets and a CA of their own) is refused
 // before the command runs.
 func TestRemoteJailRefusesSharedDir(t *testing.T) {
-	r := newRig(t)
+	r := newFwRig(t)
 	marker := filepath.Join(r.project, "ran")
-	_, e, _, remote := startSession(t, r, "sh", "-c", "touch "+marker)
+	_, e, _, remote := startFwSession(t, r, "sh", "-c", "touch "+marker)
 	if err := os.Chmod(e.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -505,9 +505,9 @@ func TestRemoteJailRefusesSharedDir(t *testing.T) {
 // but the local side is gone (its control socket closed): the remote jail
 // never runs its command.
 func TestRemoteJailRefusesWithoutProxySide(t *testing.T) {
-	r := newRig(t)
+	r := newFwRig(t)
 	marker := filepath.Join(r.project, "ran")
-	fw, _, _, remote := startSession(t, r, "sh", "-c", "touch "+marker)
+	fw, _, _, remote := startFwSession(t, r, "sh", "-c", "touch "+marker)
 	fw.control.Close()
 	var stderr bytes.Buffer
 	code, err := linux.Run(remote, &stderr)
@@ -523,7 +523,7 @@ func TestRemoteJailRefusesWithoutProxySide(t *testing.T) {
 // machine's ports, not the remote jail's: the local side refuses to serve
 // such a plan, and a remote plan with them never runs its command.
 func TestRemotePortsRefused(t *testing.T) {
-	r := newRig(t)
+	r := newFwRig(t)
 	for _, opts := range []jail.Options{{Publish: []int{8080}}, {Forward: []int{5432}}} {
 		opts.Settings = r.settings
 		layers, root, err := jail.LoadLayers(opts, []string{"true"}, r.project, r.home, os.Getenv)
@@ -538,7 +538,7 @@ func TestRemotePortsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.Exe = filepath.Join(binDir, "jail-init")
+		f.Exe = filepath.Join(fwBinDir, "jail-init")
 		p, err := linux.Build(pol, f, []string{"true"})
 		if err != nil {
 			t.Fatal(err)

@@ -30,12 +30,12 @@ import (
 // it, as the jail binary's remote runner does.
 
 const (
-	remoteUser   = "jailtest"
-	remoteRunEnv = "JAIL_TEST_REMOTE_RUN"
+	fwRemoteUser   = "jailtest"
+	fwRemoteRunEnv = "JAIL_TEST_REMOTE_RUN"
 )
 
 // remoteSpec is what the local side tells the test's remote runner.
-type remoteSpec struct {
+type fwRemoteSpec struct {
 	Dir, Settings, Home, Project string
 	Argv                         []string
 	Init                         string
@@ -44,8 +44,8 @@ type remoteSpec struct {
 
 // remoteRun plans and runs the spec's command in a jail whose proxy is the
 // one forwarded into the spec's directory, and returns its exit code.
-func remoteRun(specJSON string) int {
-	var s remoteSpec
+func fwRemoteRun(specJSON string) int {
+	var s fwRemoteSpec
 	if err := json.Unmarshal([]byte(specJSON), &s); err != nil {
 		fmt.Fprintln(os.Stderr, "remote run:", err)
 		return 125
@@ -60,7 +60,7 @@ func remoteRun(specJSON string) int {
 				f.Exe, f.External = s.Init, s.Dir
 				var p *linux.Plan
 				if p, err = linux.Build(pol, f, s.Argv); err == nil {
-					p.Env.Env = withEnv(p.Env.Env, s.Env)
+					p.Env.Env = fwWithEnv(p.Env.Env, s.Env)
 					code, err := linux.Run(p, os.Stderr)
 					if err != nil {
 						fmt.Fprintln(os.Stderr, "jail:", err)
@@ -75,7 +75,7 @@ func remoteRun(specJSON string) int {
 }
 
 // withEnv is env with the variables of set in place of its own.
-func withEnv(env []string, set map[string]string) []string {
+func fwWithEnv(env []string, set map[string]string) []string {
 	var out []string
 	for _, kv := range env {
 		if name, _, _ := strings.Cut(kv, "="); set[name] == "" {
@@ -90,44 +90,44 @@ func withEnv(env []string, set map[string]string) []string {
 
 // sshRig is the sshd of the remote account and the ssh client options
 // that reach it, with its host key pinned.
-type sshRig struct {
+type fwSSHD struct {
 	port       int
 	opts       []string
 	cred       *syscall.Credential
 	remoteHome string // the remote account's fake home, with the project
 	bin        string // this test binary and jail-init, where the remote account can run them
-	log        *lockedBuffer
+	log        *fwBuffer
 }
 
-type lockedBuffer struct {
+type fwBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *fwBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *fwBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
 }
 
-func startSSH(t *testing.T) *sshRig {
+func startFwSSHD(t *testing.T) *fwSSHD {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the real-sshd session needs root to run sshd as the remote account " + remoteUser + " (make test runs it as root)")
+		t.Skip("the real-sshd session needs root to run sshd as the remote account " + fwRemoteUser + " (make test runs it as root)")
 	}
-	u, err := user.Lookup(remoteUser)
+	u, err := user.Lookup(fwRemoteUser)
 	if err != nil {
-		t.Fatalf("user %q does not exist; `make test` creates it: %v", remoteUser, err)
+		t.Fatalf("user %q does not exist; `make test` creates it: %v", fwRemoteUser, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	r := &sshRig{cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, log: &lockedBuffer{}}
+	r := &fwSSHD{cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, log: &fwBuffer{}}
 	dir, err := os.MkdirTemp("", "jail-remote-sshd-")
 	if err != nil {
 		t.Fatal(err)
@@ -147,9 +147,9 @@ func startSSH(t *testing.T) *sshRig {
 	r.port = l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	cfg := fmt.Sprintf("ListenAddress 127.0.0.1:%d\nHostKey %[2]s/host_key\nAuthorizedKeysFile %[2]s/authorized_keys\nUsePAM no\nStrictModes no\nPidFile none\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nLogLevel VERBOSE\n", r.port, dir)
-	write(t, filepath.Join(dir, "sshd_config"), cfg, 0o644)
+	fwWrite(t, filepath.Join(dir, "sshd_config"), cfg, 0o644)
 	hostPub, _ := os.ReadFile(filepath.Join(dir, "host_key.pub"))
-	write(t, filepath.Join(dir, "known_hosts"), fmt.Sprintf("[127.0.0.1]:%d %s", r.port, hostPub), 0o644)
+	fwWrite(t, filepath.Join(dir, "known_hosts"), fmt.Sprintf("[127.0.0.1]:%d %s", r.port, hostPub), 0o644)
 	for _, n := range []string{"host_key", "host_key.pub", "authorized_keys", "sshd_config"} {
 		os.Lchown(filepath.Join(dir, n), uid, gid)
 	}
@@ -160,7 +160,7 @@ func startSSH(t *testing.T) *sshRig {
 		t.Fatalf("starting sshd: %v", err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, 10*time.Second, "sshd to listen", func() bool { return strings.Contains(r.log.String(), "Server listening") })
+	fwWaitFor(t, 10*time.Second, "sshd to listen", func() bool { return strings.Contains(r.log.String(), "Server listening") })
 	r.opts = []string{"-F", "none", "-p", strconv.Itoa(r.port), "-i", filepath.Join(dir, "client_key"), "-o", "IdentitiesOnly=yes",
 		"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + filepath.Join(dir, "known_hosts")}
 	// What the remote account runs and owns.
@@ -172,31 +172,31 @@ func startSSH(t *testing.T) *sshRig {
 		}
 	}
 	self, _ := os.Executable()
-	copyFile(t, self, filepath.Join(r.bin, "remote.test"))
-	copyFile(t, filepath.Join(binDir, "jail-init"), filepath.Join(r.bin, "jail-init"))
+	fwCopyFile(t, self, filepath.Join(r.bin, "remote.test"))
+	fwCopyFile(t, filepath.Join(fwBinDir, "jail-init"), filepath.Join(r.bin, "jail-init"))
 	filepath.Walk(r.remoteHome, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
 	return r
 }
 
-func write(t *testing.T, path, content string, mode os.FileMode) {
+func fwWrite(t *testing.T, path, content string, mode os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), mode); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func copyFile(t *testing.T, from, to string) {
+func fwCopyFile(t *testing.T, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, to, string(b), 0o755)
+	fwWrite(t, to, string(b), 0o755)
 }
 
 // ssh runs ssh with the rig's options, extra, and the remote command.
-func (r *sshRig) ssh(extra []string, command string) *exec.Cmd {
-	args := append(append(append([]string{}, r.opts...), extra...), remoteUser+"@127.0.0.1", command)
+func (r *fwSSHD) ssh(extra []string, command string) *exec.Cmd {
+	args := append(append(append([]string{}, r.opts...), extra...), fwRemoteUser+"@127.0.0.1", command)
 	cmd := exec.Command("/usr/bin/ssh", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
@@ -205,7 +205,7 @@ func (r *sshRig) ssh(extra []string, command string) *exec.Cmd {
 // sshSession is one remote run over ssh: the local proxy, the remote
 // directory made by PrepareScript over ssh, and the ssh running the test's
 // remote runner with SSHArgs' forwardings.
-type sshSession struct {
+type fwSSHSession struct {
 	fw      *Forward
 	local   *linux.Plan
 	dir     string
@@ -214,7 +214,7 @@ type sshSession struct {
 	stderr  bytes.Buffer
 }
 
-func startSSHSession(t *testing.T, r *rig, s *sshRig, argv ...string) *sshSession {
+func startFwSSHSession(t *testing.T, r *fwRig, s *fwSSHD, argv ...string) *fwSSHSession {
 	t.Helper()
 	local := r.plan(t, "", argv...)
 	fw, err := StartForward(local)
@@ -241,7 +241,7 @@ func startSSHSession(t *testing.T, r *rig, s *sshRig, argv ...string) *sshSessio
 			s.ssh(nil, "sh -c "+jail.ShellQuote(script)).Run()
 		}
 	})
-	ss := &sshSession{fw: fw, local: local, dir: dir, project: filepath.Join(s.remoteHome, "proj")}
+	ss := &fwSSHSession{fw: fw, local: local, dir: dir, project: filepath.Join(s.remoteHome, "proj")}
 	env := map[string]string{}
 	for _, kv := range local.Env.Env {
 		if name, v, _ := strings.Cut(kv, "="); name == "SERVICE_TOKEN" {
@@ -249,14 +249,14 @@ func startSSHSession(t *testing.T, r *rig, s *sshRig, argv ...string) *sshSessio
 		}
 	}
 	settings := filepath.Join(s.bin, "settings.json")
-	copyFile(t, r.settings, settings)
-	spec, _ := json.Marshal(remoteSpec{Dir: dir, Settings: settings, Home: s.remoteHome, Project: ss.project, Argv: argv,
+	fwCopyFile(t, r.settings, settings)
+	spec, _ := json.Marshal(fwRemoteSpec{Dir: dir, Settings: settings, Home: s.remoteHome, Project: ss.project, Argv: argv,
 		Init: filepath.Join(s.bin, "jail-init"), Env: env})
 	fwd, err := fw.SSHArgs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss.cmd = s.ssh(fwd, "env "+remoteRunEnv+"="+jail.ShellQuote(string(spec))+" "+filepath.Join(s.bin, "remote.test"))
+	ss.cmd = s.ssh(fwd, "env "+fwRemoteRunEnv+"="+jail.ShellQuote(string(spec))+" "+filepath.Join(s.bin, "remote.test"))
 	ss.cmd.Stderr = &ss.stderr
 	ss.cmd.Stdout = io.Discard
 	if err := ss.cmd.Start(); err != nil {
@@ -272,25 +272,25 @@ func startSSHSession(t *testing.T, r *rig, s *sshRig, argv ...string) *sshSessio
 // holding a placeholder; a denied one is refused and logged locally; the
 // command's exit code comes back through ssh.
 func TestSSHRemoteJailThroughForwardedProxy(t *testing.T) {
-	s := startSSH(t)
-	r := newRig(t)
+	s := startFwSSHD(t)
+	r := newFwRig(t)
 	out := filepath.Join(s.remoteHome, "proj", "out.txt")
 	script := `exec >` + out + ` 2>&1
 echo "token=$SERVICE_TOKEN"
-curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" http://` + apiHost + `/proxied
-curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" http://` + apiHost + `/captured
-curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" https://` + tlsHost + `/tls-captured
-curl -sS -m 10 -o /dev/null -w 'denied-status=%{http_code}\n' http://` + deniedHost + `/denied || echo denied-failed
+curl -sS -m 10 -H "Authorization: Bearer $SERVICE_TOKEN" http://` + fwAPIHost + `/proxied
+curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" http://` + fwAPIHost + `/captured
+curl -sS -m 10 --noproxy '*' -H "Authorization: Bearer $SERVICE_TOKEN" https://` + fwTLSHost + `/tls-captured
+curl -sS -m 10 -o /dev/null -w 'denied-status=%{http_code}\n' http://` + fwDeniedHost + `/denied || echo denied-failed
 exit 7
 `
-	ss := startSSHSession(t, r, s, "sh", "-c", script)
+	ss := startFwSSHSession(t, r, s, "sh", "-c", script)
 	err := ss.cmd.Wait()
 	b, _ := os.ReadFile(out)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
 		t.Fatalf("ssh: %v, want the command's exit 7\nstderr: %s\nout: %s\nsshd: %s", err, ss.stderr.String(), b, s.log.String())
 	}
 	o := string(b)
-	if strings.Contains(o, realToken) || !strings.Contains(o, "token=") || strings.Contains(o, "token=\n") {
+	if strings.Contains(o, fwRealToken) || !strings.Contains(o, "token=") || strings.Contains(o, "token=\n") {
 		t.Errorf("the jail saw the real token, or no placeholder:\n%s", o)
 	}
 	for _, want := range []string{"upstream saw /proxied", "upstream saw /captured", "upstream saw /tls-captured", "denied-status=403"} {
@@ -300,20 +300,20 @@ exit 7
 	}
 	got := r.up.got()
 	for _, p := range []string{"/proxied", "/captured", "/tls-captured"} {
-		if !contains(got, p+" Bearer "+realToken) {
+		if !fwContains(got, p+" Bearer "+fwRealToken) {
 			t.Errorf("the upstream did not get %s with the real token injected: %q", p, got)
 		}
 	}
 	ss.fw.Close()
 	denied := 0
 	proxy.ReadSession(ss.local.Net.StateDir, ss.local.Session, proxy.LogPos{}, func(en proxy.Entry) bool {
-		if en.Host == deniedHost && en.Verdict == "deny" {
+		if en.Host == fwDeniedHost && en.Verdict == "deny" {
 			denied++
 		}
 		return true
 	})
 	if denied == 0 {
-		t.Errorf("the local proxy logged no denial of %s", deniedHost)
+		t.Errorf("the local proxy logged no denial of %s", fwDeniedHost)
 	}
 }
 
@@ -322,10 +322,10 @@ exit 7
 // included, stops writing its marker within a second, and no process of
 // it is left on the remote.
 func TestSSHRemoteJailStopsWhenSSHDies(t *testing.T) {
-	s := startSSH(t)
-	r := newRig(t)
+	s := startFwSSHD(t)
+	r := newFwRig(t)
 	marker := filepath.Join(s.remoteHome, "proj", "marker")
-	ss := startSSHSession(t, r, s, "sh", "-c", markerScript(marker))
+	ss := startFwSSHSession(t, r, s, "sh", "-c", fwMarkerScript(marker))
 	size := func() int64 {
 		fi, err := os.Stat(marker)
 		if err != nil {
@@ -333,7 +333,7 @@ func TestSSHRemoteJailStopsWhenSSHDies(t *testing.T) {
 		}
 		return fi.Size()
 	}
-	waitFor(t, 30*time.Second, "the remote jail to write its marker", func() bool { return size() > 64 })
+	fwWaitFor(t, 30*time.Second, "the remote jail to write its marker", func() bool { return size() > 64 })
 	syscall.Kill(-ss.cmd.Process.Pid, syscall.SIGKILL)
 	ss.cmd.Wait()
 	cut := time.Now()
@@ -355,13 +355,13 @@ func TestSSHRemoteJailStopsWhenSSHDies(t *testing.T) {
 	if stopped > 1500*time.Millisecond {
 		t.Errorf("the remote jail took %v to stop after ssh was killed, want about a second", stopped)
 	}
-	if pids := processesNaming(marker); len(pids) > 0 {
+	if pids := fwProcessesNaming(marker); len(pids) > 0 {
 		t.Errorf("processes of the remote jail left after ssh was killed: %v", pids)
 	}
 }
 
 // processesNaming lists the processes whose command line holds s.
-func processesNaming(s string) []int {
+func fwProcessesNaming(s string) []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -383,8 +383,8 @@ func processesNaming(s string) []int {
 // running) stops the remote jail within a second; CancelArgs then remove
 // the session's forwardings from the shared connection.
 func TestSSHSharedConnectionStopsWithTheLocalSide(t *testing.T) {
-	s := startSSH(t)
-	r := newRig(t)
+	s := startFwSSHD(t)
+	r := newFwRig(t)
 	ctl := filepath.Join(s.bin, "..", "cm.sock")
 	master := s.ssh([]string{"-o", "ControlMaster=yes", "-o", "ControlPath=" + ctl, "-o", "ControlPersist=60", "-N", "-f"}, "")
 	master.Args = master.Args[:len(master.Args)-1] // -N: no command
@@ -394,7 +394,7 @@ func TestSSHSharedConnectionStopsWithTheLocalSide(t *testing.T) {
 	t.Cleanup(func() { s.ssh([]string{"-o", "ControlPath=" + ctl, "-O", "exit"}, "").Run() })
 	s.opts = append(s.opts, "-o", "ControlPath="+ctl, "-o", "ControlMaster=no")
 	marker := filepath.Join(s.remoteHome, "proj", "marker")
-	ss := startSSHSession(t, r, s, "sh", "-c", markerScript(marker))
+	ss := startFwSSHSession(t, r, s, "sh", "-c", fwMarkerScript(marker))
 	size := func() int64 {
 		fi, err := os.Stat(marker)
 		if err != nil {
@@ -402,7 +402,7 @@ func TestSSHSharedConnectionStopsWithTheLocalSide(t *testing.T) {
 		}
 		return fi.Size()
 	}
-	waitFor(t, 30*time.Second, "the remote jail to write its marker", func() bool { return size() > 64 })
+	fwWaitFor(t, 30*time.Second, "the remote jail to write its marker", func() bool { return size() > 64 })
 	ss.fw.Close()
 	done := make(chan error, 1)
 	go func() { done <- ss.cmd.Wait() }()
