@@ -1,0 +1,422 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	envKey    = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
+	envPass   = "hunter2-Zq8xWv3"
+	prodToken = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngAbCdEf12"
+	denied    = "DENIED-FILE-CONTENT-7f3a"
+	awsSecret = "AWS-HOME-STORE-SECRET-91bd"
+)
+
+// plantSecrets fills the project with every kind of file that must reach
+// the remote masked or not at all, each under the names an attacker
+// would try: a .env, a symlinked .env whose target has a plain name, a
+// denied file and a hard link to it, a hard link to the .env, and a hard
+// link to a credential store of the home.
+func (e *syncEnv) plantSecrets() {
+	t := e.t
+	e.write(e.root, ".env", "API_KEY="+envKey+"\nDB_URL=postgres://app:"+envPass+"@db.example.test/app\nDEBUG=1\n")
+	e.write(e.root, "config/prod.settings", "GITHUB_TOKEN="+prodToken+"\n")
+	if err := os.Symlink("config/prod.settings", filepath.Join(e.root, ".env.production")); err != nil {
+		t.Fatal(err)
+	}
+	e.write(e.root, "keys/deploy.pem", denied)
+	e.pol.DenyRead = []string{filepath.Join(e.root, "keys"), filepath.Join(e.root, "**/*.secret")}
+	e.write(e.root, "deep/x/token.secret", denied)
+	link := func(from, to string) {
+		if err := os.Link(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link(filepath.Join(e.root, "keys/deploy.pem"), filepath.Join(e.root, "README.pem.txt"))
+	link(filepath.Join(e.root, ".env"), filepath.Join(e.root, "notes.txt"))
+	e.write(e.home, ".aws/credentials", "[default]\naws_secret_access_key = "+awsSecret+"\n")
+	link(filepath.Join(e.home, ".aws/credentials"), filepath.Join(e.root, "aws.txt"))
+	if err := os.Symlink(filepath.Join(e.home, ".aws/credentials"), filepath.Join(e.root, "creds")); err != nil {
+		t.Fatal(err)
+	}
+	e.write(e.root, "src/main.go", "package main\n")
+}
+
+// TestSyncSecretsNeverLeave greps the whole remote home for every secret
+// value after a sync, by rsync and by tar: masked files arrive as their
+// masked copies, denied files and their other names not at all.
+func TestSyncSecretsNeverLeave(t *testing.T) {
+	for _, mode := range []string{"rsync", "tar"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newSyncEnv(t)
+			e.plantSecrets()
+			var conn Conn = e.conn
+			if mode == "tar" {
+				conn = tarConn{e.conn}
+			}
+			rep := e.sync(conn)
+			if rep.Via != mode {
+				t.Errorf("sent by %q, want %q", rep.Via, mode)
+			}
+			grepTree(t, e.rem, envKey, envPass, prodToken, denied, awsSecret)
+			ws := e.workspace()
+			if got := e.read(ws, "src/main.go"); got != "package main\n" {
+				t.Errorf("src/main.go on the remote: %q", got)
+			}
+			ph, _ := e.phs.Mask("API_KEY", envKey)
+			if env := e.read(ws, ".env"); !strings.Contains(env, "API_KEY="+ph) || !strings.Contains(env, "DEBUG=1") {
+				t.Errorf("the remote .env is not the masked copy with the run's placeholders:\n%s", env)
+			}
+			if !strings.Contains(e.read(ws, "config/prod.settings"), "GITHUB_TOKEN=") {
+				t.Error("the .env symlink's target did not arrive masked")
+			}
+			for _, p := range []string{"keys/deploy.pem", "keys", "deep/x/token.secret", "README.pem.txt", "notes.txt", "aws.txt"} {
+				if exists(filepath.Join(ws, p)) {
+					t.Errorf("%s reached the remote", p)
+				}
+				if !contains(rep.NotSent, p) {
+					t.Errorf("%s is not reported as not sent: %v", p, rep.NotSent)
+				}
+			}
+			if l, err := os.Readlink(filepath.Join(ws, "creds")); err != nil || l != filepath.Join(e.home, ".aws/credentials") {
+				t.Errorf("the symlink to a credential store is not sent as the same symlink: %q, %v", l, err)
+			}
+		})
+	}
+}
+
+// TestSyncSymlinkOutNotFollowed: symlinks to /etc and to a file in it
+// reach the remote as symlinks; nothing of /etc is copied.
+func TestSyncSymlinkOutNotFollowed(t *testing.T) {
+	for _, mode := range []string{"rsync", "tar"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newSyncEnv(t)
+			for name, target := range map[string]string{"etc": "/etc", "passwd": "/etc/passwd", "up": "../../.."} {
+				if err := os.Symlink(target, filepath.Join(e.root, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var conn Conn = e.conn
+			if mode == "tar" {
+				conn = tarConn{e.conn}
+			}
+			e.sync(conn)
+			ws := e.workspace()
+			for name, target := range map[string]string{"etc": "/etc", "passwd": "/etc/passwd", "up": "../../.."} {
+				fi, err := os.Lstat(filepath.Join(ws, name))
+				if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+					t.Fatalf("%s is not a symlink on the remote: %v %v", name, fi, err)
+				}
+				if l, _ := os.Readlink(filepath.Join(ws, name)); l != target {
+					t.Errorf("%s -> %q, want %q", name, l, target)
+				}
+			}
+			n := 0
+			filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					n++
+				}
+				return nil
+			})
+			if n != 0 {
+				t.Errorf("%d regular files on the remote: a symlink was followed", n)
+			}
+		})
+	}
+}
+
+// TestSyncIncremental: a second sync with nothing changed sends nothing
+// and runs one listing; one changed file sends one file.
+func TestSyncIncremental(t *testing.T) {
+	for _, mode := range []string{"rsync", "tar"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newSyncEnv(t)
+			e.plantSecrets()
+			for i := 0; i < 20; i++ {
+				e.write(e.root, filepath.Join("pkg", string(rune('a'+i))+".txt"), strings.Repeat("x", i))
+			}
+			var conn Conn = e.conn
+			if mode == "tar" {
+				conn = tarConn{e.conn}
+			}
+			if first := e.sync(conn); first.Sent < 20 {
+				t.Fatalf("the first sync sent %d files", first.Sent)
+			}
+			counter := &countConn{Conn: conn}
+			again := e.sync(counter)
+			if again.Sent != 0 || again.Deleted != 0 || again.Via != "" || counter.runs != 1 {
+				t.Errorf("a second sync with nothing changed sent %d, removed %d, via %q, in %d remote runs", again.Sent, again.Deleted, again.Via, counter.runs)
+			}
+			e.write(e.root, "pkg/c.txt", "changed")
+			os.Remove(filepath.Join(e.root, "pkg/d.txt"))
+			third := e.sync(conn)
+			if third.Sent != 1 || third.Deleted != 1 {
+				t.Errorf("one change and one removal: sent %d, removed %d", third.Sent, third.Deleted)
+			}
+			if e.read(e.workspace(), "pkg/c.txt") != "changed" || exists(filepath.Join(e.workspace(), "pkg/d.txt")) {
+				t.Error("the change or the removal did not reach the remote")
+			}
+		})
+	}
+}
+
+// countConn counts remote runs.
+type countConn struct {
+	Conn
+	runs int
+}
+
+func (c *countConn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c.runs++
+	return c.Conn.Run(ctx, script, stdin, stdout, stderr)
+}
+
+// TestSyncBackPlantedFilesNotApplied: a compromised remote plants hooks,
+// git config, a nested repository's config, a bare-repository HEAD,
+// .envrc, jail.json, editor and agent settings, and rewrites the masked
+// .env: none is applied locally, each is kept and reported, while an
+// ordinary change comes back.
+func TestSyncBackPlantedFilesNotApplied(t *testing.T) {
+	e := newSyncEnv(t)
+	e.plantSecrets()
+	e.write(e.root, ".git/HEAD", "ref: refs/heads/main\n")
+	e.write(e.root, ".git/config", "[core]\n\tbare = false\n")
+	e.write(e.root, "jail.json", "{}\n")
+	e.write(e.root, "vendor/lib/.git/HEAD", "ref: refs/heads/main\n")
+	e.sync(e.conn)
+	ws := e.workspace()
+	planted := map[string]string{
+		".git/hooks/pre-commit":               "#!/bin/sh\ntouch /tmp/pwned\n",
+		".git/config":                         "[core]\n\tfsmonitor = touch /tmp/pwned\n",
+		"vendor/lib/.git/config":              "[core]\n\tfsmonitor = touch /tmp/pwned\n",
+		"vendor/lib/.git/hooks/post-checkout": "#!/bin/sh\n",
+		"newrepo/.git":                        "gitdir: /tmp/evil\n",
+		"bare/HEAD":                           "ref: refs/heads/main\n",
+		".envrc":                              "touch /tmp/pwned\n",
+		"jail.json":                           `{"filesystem": {"allowWrite": ["~"]}}`,
+		"sub/jail.json":                       `{"filesystem": {"allowWrite": ["~"]}}`,
+		".vscode/tasks.json":                  `{"tasks": [{"runOptions": {"runOn": "folderOpen"}}]}`,
+		".claude/settings.json":               `{"hooks": {}}`,
+		".env":                                "API_KEY=changed-remotely\n",
+	}
+	for p, c := range planted {
+		e.write(ws, p, c)
+	}
+	e.write(ws, "src/main.go", "package main // edited remotely\n")
+	rep := e.back(e.conn)
+	if got := e.read(e.root, "src/main.go"); got != "package main // edited remotely\n" || !contains(rep.Applied, "src/main.go") {
+		t.Errorf("the ordinary change did not come back: %q, applied %v", got, rep.Applied)
+	}
+	for p, c := range planted {
+		if b, err := os.ReadFile(filepath.Join(e.root, p)); err == nil && string(b) == c {
+			t.Errorf("%s was applied locally", p)
+		}
+		if !contains(rep.Kept, p) {
+			t.Errorf("%s is not reported as kept: %v", p, rep.Kept)
+		}
+		if rep.KeptDir == "" || !strings.HasPrefix(rep.KeptDir, e.state) {
+			t.Fatalf("kept dir %q is not in the state dir", rep.KeptDir)
+		}
+		if got, err := os.ReadFile(filepath.Join(rep.KeptDir, p)); err != nil || string(got) != c {
+			t.Errorf("%s is not kept aside: %q, %v", p, got, err)
+		}
+	}
+	if !strings.Contains(e.read(e.root, ".env"), envKey) {
+		t.Error("the local .env lost its real values")
+	}
+	// The next sync puts the local versions back over the planted ones.
+	e.sync(e.conn)
+	if got := e.read(ws, ".git/config"); strings.Contains(got, "fsmonitor") {
+		t.Errorf("the remote still has the planted git config after the next sync:\n%s", got)
+	}
+}
+
+// TestSyncBackConflictKept: a file changed on both sides keeps the local
+// version and gets the remote's beside it; a remote removal is applied
+// to an unchanged file only.
+func TestSyncBackConflictKept(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "both.txt", "base\n")
+	e.write(e.root, "remote-only.txt", "base\n")
+	e.write(e.root, "gone.txt", "base\n")
+	e.write(e.root, "gone-but-edited.txt", "base\n")
+	e.sync(e.conn)
+	ws := e.workspace()
+	e.write(ws, "both.txt", "remote edit\n")
+	e.write(ws, "remote-only.txt", "remote edit\n")
+	e.write(ws, "new/file.txt", "new remotely\n")
+	os.Remove(filepath.Join(ws, "gone.txt"))
+	os.Remove(filepath.Join(ws, "gone-but-edited.txt"))
+	e.write(e.root, "both.txt", "local edit\n")
+	e.write(e.root, "gone-but-edited.txt", "local edit\n")
+	rep := e.back(e.conn)
+	if got := e.read(e.root, "both.txt"); got != "local edit\n" {
+		t.Errorf("the local edit was overwritten: %q", got)
+	}
+	if got := e.read(e.root, "both.txt"+ConflictSuffix); got != "remote edit\n" || !contains(rep.Conflicts, "both.txt") {
+		t.Errorf("the remote version is not kept beside it: %q, conflicts %v", got, rep.Conflicts)
+	}
+	if got := e.read(e.root, "remote-only.txt"); got != "remote edit\n" {
+		t.Errorf("remote-only change not applied: %q", got)
+	}
+	if got := e.read(e.root, "new/file.txt"); got != "new remotely\n" {
+		t.Errorf("new remote file not applied: %q", got)
+	}
+	if exists(filepath.Join(e.root, "gone.txt")) {
+		t.Error("the remote removal of an unchanged file was not applied")
+	}
+	if got := e.read(e.root, "gone-but-edited.txt"); got != "local edit\n" || !contains(rep.NotDeleted, "gone-but-edited.txt") {
+		t.Errorf("a locally edited file removed remotely was lost: %q, %v", got, rep.NotDeleted)
+	}
+	// The next sync sends the local version; nothing is refused.
+	if _, err := Sync(context.Background(), e.cfg(e.conn)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.read(ws, "both.txt"); got != "local edit\n" {
+		t.Errorf("the next sync did not send the local version: %q", got)
+	}
+}
+
+// TestSyncBackSymlinkParentRefused: the remote replaces a symlinked
+// directory with a real one and writes into it; the local symlink to a
+// directory outside the project is never written through.
+func TestSyncBackSymlinkParentRefused(t *testing.T) {
+	e := newSyncEnv(t)
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(e.root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".git/hooks", filepath.Join(e.root, "hooks")); err != nil {
+		t.Fatal(err)
+	}
+	e.write(e.root, ".git/HEAD", "ref: refs/heads/main\n")
+	e.sync(e.conn)
+	ws := e.workspace()
+	for _, l := range []string{"out", "hooks"} {
+		os.Remove(filepath.Join(ws, l))
+		e.write(ws, l+"/planted", "#!/bin/sh\n")
+	}
+	e.write(ws, "etc-link/x", "")
+	os.RemoveAll(filepath.Join(ws, "etc-link"))
+	os.Symlink("/etc", filepath.Join(ws, "etc-link"))
+	rep := e.back(e.conn)
+	if exists(filepath.Join(outside, "planted")) {
+		t.Error("a file was written through a symlink out of the project")
+	}
+	if exists(filepath.Join(e.root, ".git/hooks/planted")) {
+		t.Error("a hook was written through a symlink in the project")
+	}
+	if !contains(rep.Kept, "out/planted") || !contains(rep.Kept, "hooks/planted") {
+		t.Errorf("the refused writes are not reported: %+v", rep)
+	}
+	if exists(filepath.Join(e.root, "etc-link")) || !contains(rep.Kept, "etc-link") {
+		t.Errorf("a remote symlink to /etc was made locally or not reported: %+v", rep)
+	}
+}
+
+// TestSyncBackTraversalRefused: a lying remote lists and sends names
+// that climb out of the project or are absolute; none is written, and a
+// tar entry not asked for fails the fetch.
+func TestSyncBackTraversalRefused(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "a.txt", "a\n")
+	e.sync(e.conn)
+	parent := filepath.Dir(e.root)
+	evil := []string{"../escaped", "/tmp/" + filepath.Base(parent) + "-abs", "a/../../escaped2", "./dot", "x//y", ".."}
+	liar := &lyingConn{Conn: e.conn, extra: evil}
+	rep, err := SyncBack(context.Background(), e.cfg(liar))
+	if err != nil {
+		t.Fatalf("SyncBack: %v", err)
+	}
+	for _, p := range evil {
+		if !contains(rep.Refused, p) {
+			t.Errorf("%q is not refused: %v", p, rep.Refused)
+		}
+	}
+	for _, p := range []string{filepath.Join(parent, "escaped"), filepath.Join(parent, "escaped2"), "/tmp/" + filepath.Base(parent) + "-abs"} {
+		if exists(p) {
+			t.Errorf("%s was written outside the project", p)
+		}
+	}
+	// A tar holding a name the fetch did not ask for fails it whole.
+	e.write(e.workspace(), "a.txt", "changed\n")
+	sneaky := &lyingConn{Conn: e.conn, tarName: "../escaped3"}
+	if _, err := SyncBack(context.Background(), e.cfg(sneaky)); err == nil || !strings.Contains(err.Error(), "not asked for") {
+		t.Errorf("a tar entry not asked for was taken: %v", err)
+	}
+	if exists(filepath.Join(parent, "escaped3")) {
+		t.Error("escaped3 was written outside the project")
+	}
+}
+
+// TestSyncBackDropKeepsRemote: a link dropped during the fetch leaves the
+// workspace on the remote, says how to fetch later, and blocks a sync
+// that would overwrite the remote changes until they are fetched.
+func TestSyncBackDropKeepsRemote(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "work.txt", "base\n")
+	e.sync(e.conn)
+	ws := e.workspace()
+	e.write(ws, "work.txt", "remote work\n")
+	_, err := SyncBack(context.Background(), e.cfg(&dropConn{Conn: e.conn}))
+	if err == nil || !strings.Contains(err.Error(), "--remote-fetch") {
+		t.Fatalf("a dropped fetch does not say how to fetch later: %v", err)
+	}
+	if e.read(ws, "work.txt") != "remote work\n" || e.read(e.root, "work.txt") != "base\n" {
+		t.Fatal("the remote or the local work changed after a dropped fetch")
+	}
+	if _, err := Sync(context.Background(), e.cfg(e.conn)); !errors.Is(err, ErrUnfetched) {
+		t.Fatalf("a sync over unfetched remote changes was not refused: %v", err)
+	}
+	e.back(e.conn)
+	if e.read(e.root, "work.txt") != "remote work\n" {
+		t.Error("the later fetch did not bring the remote work")
+	}
+	if _, err := Sync(context.Background(), e.cfg(e.conn)); err != nil {
+		t.Errorf("sync after the fetch: %v", err)
+	}
+}
+
+// TestSyncRefusesUnfetchedChanges: remote changes never fetched (the
+// fetch never ran) are not overwritten by the next sync.
+func TestSyncRefusesUnfetchedChanges(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "f.txt", "base\n")
+	e.sync(e.conn)
+	e.write(e.workspace(), "f.txt", "remote\n")
+	if _, err := Sync(context.Background(), e.cfg(e.conn)); !errors.Is(err, ErrUnfetched) || !strings.Contains(err.Error(), "--remote-fetch") {
+		t.Fatalf("want a refusal naming the fetch: %v", err)
+	}
+	if e.read(e.workspace(), "f.txt") != "remote\n" {
+		t.Error("the remote change was overwritten")
+	}
+}
+
+// TestRemoveWorkspace removes the workspace and its manifest, never the
+// remote home.
+func TestRemoveWorkspace(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "f.txt", "x")
+	e.sync(e.conn)
+	if err := RemoveWorkspace(context.Background(), e.cfg(e.conn)); err != nil {
+		t.Fatal(err)
+	}
+	if exists(e.workspace()) || !exists(e.rem) {
+		t.Error("the workspace is still there, or the home went with it")
+	}
+	if m, _ := LoadManifest(SyncStateDir(e.state, "remote.example.test", e.root)); m != nil {
+		t.Error("the manifest outlived the workspace")
+	}
+	cfg := e.cfg(e.conn)
+	cfg.Dir = "~"
+	if err := RemoveWorkspace(context.Background(), cfg); err == nil || !exists(e.rem) {
+		t.Errorf("removing the home as a workspace was not refused: %v", err)
+	}
+	e.sync(e.conn) // a fresh workspace after removal
+}
