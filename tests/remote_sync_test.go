@@ -49,11 +49,6 @@ func (c *sshCarrier) Run(ctx gocontext.Context, script string, stdin io.Reader, 
 	return cmd.Run()
 }
 
-func (c *sshCarrier) RsyncShell() ([]string, string) { return c.opts, c.host }
-
-// tarOnly hides RsyncShell: the sync falls back to tar over ssh.
-type tarOnly struct{ remote.Conn }
-
 // TestRemoteSyncOverSSH syncs a project holding a masked .env, a denied
 // file and a hard link to it to the sshd's user, by rsync and by tar:
 // no secret value is anywhere in the remote tree, a second sync sends
@@ -65,10 +60,6 @@ func TestRemoteSyncOverSSH(t *testing.T) {
 	carrier := newSSHCarrier(t, d)
 	for _, mode := range []string{"rsync", "tar"} {
 		t.Run(mode, func(t *testing.T) {
-			var conn remote.Conn = carrier
-			if mode == "tar" {
-				conn = tarOnly{carrier}
-			}
 			base := t.TempDir()
 			root, home, state := filepath.Join(base, "proj"), filepath.Join(base, "home"), filepath.Join(base, "state")
 			const key, pass, deniedValue = "sk-live-0a1b2c3d4e5f60718293a4b5c6d7e8f9", "pg-Pa55w0rd-x81", "DENIED-OVER-SSH-5e1d"
@@ -92,7 +83,10 @@ func TestRemoteSyncOverSSH(t *testing.T) {
 			pol := &jail.Policy{ProjectRoot: root, DenyRead: []string{filepath.Join(root, "private")}}
 			phs := jail.NewPlaceholders(jail.NewSessionKey())
 			ws := filepath.Join(d.Dir, "work-"+mode, "proj")
-			cfg := remote.SyncConfig{Conn: conn, Host: d.Addr(), Dir: ws, Policy: pol, Home: home, StateDir: state, Mask: remote.EnvMasker(pol, phs)}
+			cfg := remote.SyncConfig{Conn: carrier, Host: d.Addr(), Dir: ws, Policy: pol, Home: home, StateDir: state, Mask: remote.EnvMasker(pol, phs)}
+			if mode == "rsync" {
+				cfg.Rsh, cfg.RshHost = carrier.opts, carrier.host // rsync rides the same ssh options
+			}
 			ctx := gocontext.Background()
 			rep, err := remote.Sync(ctx, cfg)
 			if err != nil {

@@ -115,7 +115,7 @@ func scan(root string, rules *secretRules, mask MaskFunc, old *Manifest) (map[st
 	if err != nil {
 		return nil, err
 	}
-	classify(root, out, rules, maskedLinks, deniedLinks)
+	classifyEntries(root, out, rules, maskedLinks, deniedLinks)
 	if err := fill(out, mask, old); err != nil {
 		return nil, err
 	}
@@ -169,10 +169,10 @@ func noteLinkTarget(root, path string, rules *secretRules, masked, denied map[st
 	}
 }
 
-// classify says for each file whether it is sent plain, masked or not at
+// classifyEntries says for each file whether it is sent plain, masked or not at
 // all: by the secret and denied patterns, by a masked or denied symlink
 // leading to it, and by hard links to any of those.
-func classify(root string, entries map[string]*localEntry, rules *secretRules, maskedLinks, deniedLinks map[string]bool) {
+func classifyEntries(root string, entries map[string]*localEntry, rules *secretRules, maskedLinks, deniedLinks map[string]bool) {
 	byInode := map[[2]uint64][]*localEntry{}
 	for rel, e := range entries {
 		if e.Type != "file" {

@@ -39,14 +39,18 @@ func EnvMasker(pol *jail.Policy, phs *jail.Placeholders) MaskFunc {
 
 // SyncConfig says which project goes to which remote workspace.
 type SyncConfig struct {
-	Conn     Conn
+	Conn     SyncConn
 	Host     string // names the remote in the state dir and in hints, as the user gave it
 	Dir      string // the remote workspace; "~/" at its start is the remote home
 	Policy   *jail.Policy
 	Home     string // the local home
 	StateDir string // jail's local state dir
 	Mask     MaskFunc
-	NoRsync  bool // send with tar even when both ends have rsync
+	// Rsh is the ssh command line rsync runs in place of ssh (the ssh
+	// program and the session's options, the host left out) and RshHost
+	// the host rsync puts after it; with no Rsh the sync sends by tar.
+	Rsh     []string
+	RshHost string
 }
 
 // SyncReport tells what a sync sent.
@@ -245,9 +249,8 @@ func (u *upload) run(ctx context.Context, cfg SyncConfig, rem *remoteList, rep *
 			return fmt.Errorf("syncing to %s: removing old files: %w", cfg.Host, err)
 		}
 	}
-	rc, viaRsync := cfg.Conn.(RsyncConn)
 	rsyncBin, err := exec.LookPath("rsync")
-	viaRsync = viaRsync && !cfg.NoRsync && rem.rsync && err == nil
+	viaRsync := len(cfg.Rsh) > 0 && rem.rsync && err == nil
 	inTar, byRsync := append([]*localEntry{}, u.dirs...), []*localEntry(nil)
 	for _, e := range u.files {
 		if viaRsync && !e.Masked {
@@ -264,7 +267,7 @@ func (u *upload) run(ctx context.Context, cfg SyncConfig, rem *remoteList, rep *
 	}
 	if len(byRsync) > 0 {
 		rep.Via = "rsync"
-		return sendRsync(ctx, cfg, rc, rsyncBin, rem.dir, byRsync)
+		return sendRsync(ctx, cfg, rsyncBin, rem.dir, byRsync)
 	}
 	return nil
 }
@@ -278,7 +281,7 @@ func sendTar(ctx context.Context, cfg SyncConfig, dir string, entries []*localEn
 	err := cfg.Conn.Run(ctx, withArgs(scriptUntar, dir), pr, io.Discard, &stderr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
-		return fmt.Errorf("syncing to %s with tar: %w: %s", cfg.Host, err, firstLine(stderr.String()))
+		return fmt.Errorf("syncing to %s with tar: %w: %s", cfg.Host, err, syncFirstLine(stderr.String()))
 	}
 	return nil
 }
@@ -321,14 +324,17 @@ func writeTar(w io.Writer, entries []*localEntry) error {
 	return tw.Close()
 }
 
-// sendRsync sends plain files and symlinks with rsync over the Conn's
-// ssh: the list is jail's own (no filter rules from the project),
-// symlinks go as symlinks and are never followed.
-func sendRsync(ctx context.Context, cfg SyncConfig, rc RsyncConn, bin, dir string, entries []*localEntry) error {
-	rsh, host := rc.RsyncShell()
+// sendRsync sends plain files and symlinks with rsync over the
+// session's ssh: the list is jail's own (no filter rules from the
+// project), symlinks go as symlinks and are never followed.
+func sendRsync(ctx context.Context, cfg SyncConfig, bin, dir string, entries []*localEntry) error {
+	rsh, host := cfg.Rsh, cfg.RshHost
 	quoted := make([]string, len(rsh))
 	for i, a := range rsh {
-		quoted[i] = quoteArg(a)
+		if strings.Contains(a, "'") {
+			return fmt.Errorf("syncing to %s with rsync: the ssh option %q holds a quote, which rsync cannot pass on", cfg.Host, a)
+		}
+		quoted[i] = "'" + a + "'" // rsync splits -e at spaces, keeping quoted ones
 	}
 	paths := make([]string, len(entries))
 	for i, e := range entries {
@@ -341,7 +347,7 @@ func sendRsync(ctx context.Context, cfg SyncConfig, rc RsyncConn, bin, dir strin
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("syncing to %s with rsync: %w: %s", cfg.Host, err, firstLine(stderr.String()))
+		return fmt.Errorf("syncing to %s with rsync: %w: %s", cfg.Host, err, syncFirstLine(stderr.String()))
 	}
 	return nil
 }
@@ -372,7 +378,7 @@ func listRemote(ctx context.Context, cfg SyncConfig, create bool) (*remoteList, 
 	}
 	var out, stderr bytes.Buffer
 	if err := cfg.Conn.Run(ctx, withArgs(scriptList, cfg.Dir, mode), nil, &out, &stderr); err != nil {
-		return nil, fmt.Errorf("listing the remote workspace %s on %s: %w: %s", cfg.Dir, cfg.Host, err, firstLine(stderr.String()))
+		return nil, fmt.Errorf("listing the remote workspace %s on %s: %w: %s", cfg.Dir, cfg.Host, err, syncFirstLine(stderr.String()))
 	}
 	l, err := parseList(out.Bytes())
 	if err != nil {
@@ -433,7 +439,7 @@ func parseListEntry(rec, link string) (string, *RemoteStat, error) {
 	return parts[4], st, nil
 }
 
-func firstLine(s string) string {
+func syncFirstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]

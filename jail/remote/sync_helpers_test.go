@@ -31,9 +31,8 @@ func (c *localConn) Run(ctx context.Context, script string, stdin io.Reader, std
 	return cmd.Run()
 }
 
-func (c *localConn) RsyncShell() ([]string, string) { return []string{c.rsh}, "remote.example.test" }
-
-// tarConn is a carrier rsync cannot ride: the sync falls back to tar.
+// tarConn is a carrier with no ssh command line for rsync: the sync
+// falls back to tar.
 type tarConn struct{ c *localConn }
 
 func (t tarConn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -76,9 +75,13 @@ func newSyncEnv(t *testing.T) *syncEnv {
 	return e
 }
 
-func (e *syncEnv) cfg(conn Conn) SyncConfig {
-	return SyncConfig{Conn: conn, Host: "remote.example.test", Dir: "~/work/proj", Policy: e.pol, Home: e.home,
+func (e *syncEnv) cfg(conn SyncConn) SyncConfig {
+	cfg := SyncConfig{Conn: conn, Host: "remote.example.test", Dir: "~/work/proj", Policy: e.pol, Home: e.home,
 		StateDir: e.state, Mask: EnvMasker(e.pol, e.phs)}
+	if _, tarOnly := conn.(tarConn); !tarOnly {
+		cfg.Rsh, cfg.RshHost = []string{e.conn.rsh}, "remote.example.test"
+	}
+	return cfg
 }
 
 func (e *syncEnv) workspace() string { return filepath.Join(e.rem, "work", "proj") }
@@ -103,7 +106,7 @@ func (e *syncEnv) read(dir, rel string) string {
 	return string(b)
 }
 
-func (e *syncEnv) sync(conn Conn) *SyncReport {
+func (e *syncEnv) sync(conn SyncConn) *SyncReport {
 	e.t.Helper()
 	rep, err := Sync(context.Background(), e.cfg(conn))
 	if err != nil {
@@ -112,7 +115,7 @@ func (e *syncEnv) sync(conn Conn) *SyncReport {
 	return rep
 }
 
-func (e *syncEnv) back(conn Conn) *BackReport {
+func (e *syncEnv) back(conn SyncConn) *BackReport {
 	e.t.Helper()
 	rep, err := SyncBack(context.Background(), e.cfg(conn))
 	if err != nil {
@@ -145,7 +148,7 @@ func grepTree(t *testing.T, dir string, values ...string) {
 	}
 }
 
-func contains(list []string, s string) bool {
+func hasString(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
 			return true
@@ -168,7 +171,7 @@ func hasPrefixIn(list []string, prefix string) bool {
 // lyingConn is a compromised remote: its listing holds extra names, and
 // its tar of fetched files holds tarName instead of what was asked.
 type lyingConn struct {
-	Conn
+	SyncConn
 	extra   []string
 	tarName string
 }
@@ -176,7 +179,7 @@ type lyingConn struct {
 func (c *lyingConn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
 	switch {
 	case strings.Contains(script, "echo LIST"):
-		if err := c.Conn.Run(ctx, script, stdin, stdout, stderr); err != nil {
+		if err := c.SyncConn.Run(ctx, script, stdin, stdout, stderr); err != nil {
 			return err
 		}
 		for _, n := range c.extra {
@@ -192,17 +195,17 @@ func (c *lyingConn) Run(ctx context.Context, script string, stdin io.Reader, std
 		tw.Write([]byte("evil\n"))
 		return tw.Close()
 	}
-	return c.Conn.Run(ctx, script, stdin, stdout, stderr)
+	return c.SyncConn.Run(ctx, script, stdin, stdout, stderr)
 }
 
 // dropConn loses the link when the fetch starts, as ssh does when the
 // network goes.
-type dropConn struct{ Conn }
+type dropConn struct{ SyncConn }
 
 func (c *dropConn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if strings.Contains(script, "--no-recursion") {
 		io.WriteString(stdout, "partial")
 		return errors.New("ssh: connection to remote.example.test closed")
 	}
-	return c.Conn.Run(ctx, script, stdin, stdout, stderr)
+	return c.SyncConn.Run(ctx, script, stdin, stdout, stderr)
 }

@@ -56,7 +56,7 @@ func TestSyncSecretsNeverLeave(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			e := newSyncEnv(t)
 			e.plantSecrets()
-			var conn Conn = e.conn
+			var conn SyncConn = e.conn
 			if mode == "tar" {
 				conn = tarConn{e.conn}
 			}
@@ -80,7 +80,7 @@ func TestSyncSecretsNeverLeave(t *testing.T) {
 				if exists(filepath.Join(ws, p)) {
 					t.Errorf("%s reached the remote", p)
 				}
-				if !contains(rep.NotSent, p) {
+				if !hasString(rep.NotSent, p) {
 					t.Errorf("%s is not reported as not sent: %v", p, rep.NotSent)
 				}
 			}
@@ -102,7 +102,7 @@ func TestSyncSymlinkOutNotFollowed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var conn Conn = e.conn
+			var conn SyncConn = e.conn
 			if mode == "tar" {
 				conn = tarConn{e.conn}
 			}
@@ -141,14 +141,14 @@ func TestSyncIncremental(t *testing.T) {
 			for i := 0; i < 20; i++ {
 				e.write(e.root, filepath.Join("pkg", string(rune('a'+i))+".txt"), strings.Repeat("x", i))
 			}
-			var conn Conn = e.conn
+			var conn SyncConn = e.conn
 			if mode == "tar" {
 				conn = tarConn{e.conn}
 			}
 			if first := e.sync(conn); first.Sent < 20 {
 				t.Fatalf("the first sync sent %d files", first.Sent)
 			}
-			counter := &countConn{Conn: conn}
+			counter := &countConn{SyncConn: conn}
 			again := e.sync(counter)
 			if again.Sent != 0 || again.Deleted != 0 || again.Via != "" || counter.runs != 1 {
 				t.Errorf("a second sync with nothing changed sent %d, removed %d, via %q, in %d remote runs", again.Sent, again.Deleted, again.Via, counter.runs)
@@ -168,13 +168,13 @@ func TestSyncIncremental(t *testing.T) {
 
 // countConn counts remote runs.
 type countConn struct {
-	Conn
+	SyncConn
 	runs int
 }
 
 func (c *countConn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
 	c.runs++
-	return c.Conn.Run(ctx, script, stdin, stdout, stderr)
+	return c.SyncConn.Run(ctx, script, stdin, stdout, stderr)
 }
 
 // TestSyncBackPlantedFilesNotApplied: a compromised remote plants hooks,
@@ -210,14 +210,14 @@ func TestSyncBackPlantedFilesNotApplied(t *testing.T) {
 	}
 	e.write(ws, "src/main.go", "package main // edited remotely\n")
 	rep := e.back(e.conn)
-	if got := e.read(e.root, "src/main.go"); got != "package main // edited remotely\n" || !contains(rep.Applied, "src/main.go") {
+	if got := e.read(e.root, "src/main.go"); got != "package main // edited remotely\n" || !hasString(rep.Applied, "src/main.go") {
 		t.Errorf("the ordinary change did not come back: %q, applied %v", got, rep.Applied)
 	}
 	for p, c := range planted {
 		if b, err := os.ReadFile(filepath.Join(e.root, p)); err == nil && string(b) == c {
 			t.Errorf("%s was applied locally", p)
 		}
-		if !contains(rep.Kept, p) {
+		if !hasString(rep.Kept, p) {
 			t.Errorf("%s is not reported as kept: %v", p, rep.Kept)
 		}
 		if rep.KeptDir == "" || !strings.HasPrefix(rep.KeptDir, e.state) {
@@ -259,7 +259,7 @@ func TestSyncBackConflictKept(t *testing.T) {
 	if got := e.read(e.root, "both.txt"); got != "local edit\n" {
 		t.Errorf("the local edit was overwritten: %q", got)
 	}
-	if got := e.read(e.root, "both.txt"+ConflictSuffix); got != "remote edit\n" || !contains(rep.Conflicts, "both.txt") {
+	if got := e.read(e.root, "both.txt"+ConflictSuffix); got != "remote edit\n" || !hasString(rep.Conflicts, "both.txt") {
 		t.Errorf("the remote version is not kept beside it: %q, conflicts %v", got, rep.Conflicts)
 	}
 	if got := e.read(e.root, "remote-only.txt"); got != "remote edit\n" {
@@ -271,7 +271,7 @@ func TestSyncBackConflictKept(t *testing.T) {
 	if exists(filepath.Join(e.root, "gone.txt")) {
 		t.Error("the remote removal of an unchanged file was not applied")
 	}
-	if got := e.read(e.root, "gone-but-edited.txt"); got != "local edit\n" || !contains(rep.NotDeleted, "gone-but-edited.txt") {
+	if got := e.read(e.root, "gone-but-edited.txt"); got != "local edit\n" || !hasString(rep.NotDeleted, "gone-but-edited.txt") {
 		t.Errorf("a locally edited file removed remotely was lost: %q, %v", got, rep.NotDeleted)
 	}
 	// The next sync sends the local version; nothing is refused.
@@ -312,10 +312,10 @@ func TestSyncBackSymlinkParentRefused(t *testing.T) {
 	if exists(filepath.Join(e.root, ".git/hooks/planted")) {
 		t.Error("a hook was written through a symlink in the project")
 	}
-	if !contains(rep.Kept, "out/planted") || !contains(rep.Kept, "hooks/planted") {
+	if !hasString(rep.Kept, "out/planted") || !hasString(rep.Kept, "hooks/planted") {
 		t.Errorf("the refused writes are not reported: %+v", rep)
 	}
-	if exists(filepath.Join(e.root, "etc-link")) || !contains(rep.Kept, "etc-link") {
+	if exists(filepath.Join(e.root, "etc-link")) || !hasString(rep.Kept, "etc-link") {
 		t.Errorf("a remote symlink to /etc was made locally or not reported: %+v", rep)
 	}
 }
@@ -329,13 +329,13 @@ func TestSyncBackTraversalRefused(t *testing.T) {
 	e.sync(e.conn)
 	parent := filepath.Dir(e.root)
 	evil := []string{"../escaped", "/tmp/" + filepath.Base(parent) + "-abs", "a/../../escaped2", "./dot", "x//y", ".."}
-	liar := &lyingConn{Conn: e.conn, extra: evil}
+	liar := &lyingConn{SyncConn: e.conn, extra: evil}
 	rep, err := SyncBack(context.Background(), e.cfg(liar))
 	if err != nil {
 		t.Fatalf("SyncBack: %v", err)
 	}
 	for _, p := range evil {
-		if !contains(rep.Refused, p) {
+		if !hasString(rep.Refused, p) {
 			t.Errorf("%q is not refused: %v", p, rep.Refused)
 		}
 	}
@@ -346,7 +346,7 @@ func TestSyncBackTraversalRefused(t *testing.T) {
 	}
 	// A tar holding a name the fetch did not ask for fails it whole.
 	e.write(e.workspace(), "a.txt", "changed\n")
-	sneaky := &lyingConn{Conn: e.conn, tarName: "../escaped3"}
+	sneaky := &lyingConn{SyncConn: e.conn, tarName: "../escaped3"}
 	if _, err := SyncBack(context.Background(), e.cfg(sneaky)); err == nil || !strings.Contains(err.Error(), "not asked for") {
 		t.Errorf("a tar entry not asked for was taken: %v", err)
 	}
@@ -364,7 +364,7 @@ func TestSyncBackDropKeepsRemote(t *testing.T) {
 	e.sync(e.conn)
 	ws := e.workspace()
 	e.write(ws, "work.txt", "remote work\n")
-	_, err := SyncBack(context.Background(), e.cfg(&dropConn{Conn: e.conn}))
+	_, err := SyncBack(context.Background(), e.cfg(&dropConn{SyncConn: e.conn}))
 	if err == nil || !strings.Contains(err.Error(), "--remote-fetch") {
 		t.Fatalf("a dropped fetch does not say how to fetch later: %v", err)
 	}

@@ -184,7 +184,7 @@ func (b *back) fetchTar(ctx context.Context, files []string) (map[string][]byte,
 	}
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err := <-done; err != nil && readErr == nil {
-		return nil, fmt.Errorf("fetching: %w: %s", err, firstLine(stderr.String()))
+		return nil, fmt.Errorf("fetching: %w: %s", err, syncFirstLine(stderr.String()))
 	}
 	return out, readErr
 }
@@ -524,7 +524,7 @@ func slicesContains(list []string, s string) bool {
 func RemoveWorkspace(ctx context.Context, cfg SyncConfig) error {
 	var stderr bytes.Buffer
 	if err := cfg.Conn.Run(ctx, withArgs(scriptDrop, cfg.Dir), nil, io.Discard, &stderr); err != nil {
-		return fmt.Errorf("removing the remote workspace %s: %w: %s", cfg.Dir, err, firstLine(stderr.String()))
+		return fmt.Errorf("removing the remote workspace %s: %w: %s", cfg.Dir, err, syncFirstLine(stderr.String()))
 	}
 	if err := os.Remove(filepath.Join(cfg.stateDir(), "manifest.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing the remote workspace's manifest: %w", err)

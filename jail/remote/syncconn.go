@@ -8,19 +8,12 @@ import (
 	"github.com/jailsh/jail/jail"
 )
 
-// Conn runs a fixed sh script on the remote host, with stdin, stdout and
-// stderr streamed. Scripts are constants; user data reaches them only as
-// quoted positional arguments (see withArgs).
-type Conn interface {
+// SyncConn runs a fixed sh script on the remote host, with stdin, stdout
+// and stderr streamed: what the sync needs of a connection (*Conn is
+// one). Scripts are constants; user data reaches them only as quoted
+// positional arguments (see withArgs).
+type SyncConn interface {
 	Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error
-}
-
-// RsyncConn is a Conn that rsync can ride: RsyncShell is the remote shell
-// for `rsync -e` (the ssh program and its options, the host left out)
-// and the host argument rsync puts after it.
-type RsyncConn interface {
-	Conn
-	RsyncShell() (argv []string, host string)
 }
 
 // withArgs is script run with args as its positional parameters, each
