@@ -26,6 +26,7 @@ const (
 	sendSecret = "secret"  // a masked file with no masked copy: not sent
 	sendLinked = "linked"  // another name of a masked file: not sent
 	sendOther  = "special" // a device, socket or fifo: not sent
+	sendUnread = "unreadable"
 )
 
 // localEntry is a project entry as the scan found it.
@@ -89,10 +90,22 @@ func scan(root string, rules *secretRules, mask MaskFunc, old *Manifest) (map[st
 	maskedLinks, deniedLinks := map[string]bool{}, map[string]bool{}
 	n := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
+		if err != nil && path == root {
 			return fmt.Errorf("scanning the project: %w", err)
 		}
 		if path == root {
+			return nil
+		}
+		if err != nil { // this user cannot read it: neither can the jail
+			rel := filepath.ToSlash(path[len(root)+1:])
+			if e := out[rel]; e != nil {
+				e.why = sendUnread
+			} else {
+				out[rel] = &localEntry{abs: path, why: sendUnread, ManifestEntry: ManifestEntry{Path: rel, Type: "special"}}
+			}
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
 			return nil
 		}
 		if n++; n > maxScan {
@@ -116,9 +129,7 @@ func scan(root string, rules *secretRules, mask MaskFunc, old *Manifest) (map[st
 		return nil, err
 	}
 	classifyEntries(root, out, rules, maskedLinks, deniedLinks)
-	if err := fill(out, mask, old); err != nil {
-		return nil, err
-	}
+	fill(out, mask, old)
 	return out, nil
 }
 
@@ -236,14 +247,15 @@ func linkedClass(names []*localEntry) string {
 
 // fill adds digests, and masked copies for masked files (mask nil or
 // refusing: the file is not sent).
-func fill(entries map[string]*localEntry, mask MaskFunc, old *Manifest) error {
+func fill(entries map[string]*localEntry, mask MaskFunc, old *Manifest) {
 	for _, e := range entries {
 		if e.Type != "file" || !e.sent() {
 			continue
 		}
 		sum, err := fileDigest(e, old)
 		if err != nil {
-			return err
+			e.why = sendUnread
+			continue
 		}
 		if e.why != sendMasked {
 			e.SHA256 = sum
@@ -260,7 +272,6 @@ func fill(entries map[string]*localEntry, mask MaskFunc, old *Manifest) error {
 		}
 		e.SHA256, e.Size = digest(e.content), int64(len(e.content))
 	}
-	return nil
 }
 
 // fileDigest is the digest of a local file, taken from old when the file

@@ -104,6 +104,7 @@ func Sync(ctx context.Context, cfg SyncConfig) (*SyncReport, error) {
 	up := planUpload(local, old, rem)
 	rep := up.report(local, rem.dir)
 	if err := up.run(ctx, cfg, rem, rep); err != nil {
+		recordPartial(ctx, cfg, old, rem.dir, up)
 		return nil, err
 	}
 	if up.empty() {
@@ -160,6 +161,32 @@ func saveSynced(cfg SyncConfig, local map[string]*localEntry, rem *remoteList) e
 		}
 	}
 	return m.Save(cfg.stateDir())
+}
+
+// recordPartial records, after a sync that failed part way, what the
+// workspace holds: what the last sync left there, and what this one was
+// sending, with its content unknown so that the next sync sends it
+// again. Nothing else can be there (checkFetched saw to it), so the next
+// sync is not refused over the remains of this one.
+func recordPartial(ctx context.Context, cfg SyncConfig, old *Manifest, dir string, up *upload) {
+	rem, err := listRemote(ctx, cfg, false)
+	if err != nil || rem.missing {
+		return
+	}
+	sending := map[string]bool{}
+	for _, e := range append(append([]*localEntry{}, up.dirs...), up.files...) {
+		sending[e.Path] = true
+	}
+	m := &Manifest{Host: cfg.Host, Root: cfg.root(), Dir: dir, Entries: map[string]*ManifestEntry{}}
+	for p, r := range rem.entries {
+		switch {
+		case old != nil && old.Entries[p] != nil && old.Entries[p].Remote != nil && *old.Entries[p].Remote == *r:
+			m.Entries[p] = old.Entries[p]
+		case sending[p] || !safeRel(p):
+			m.Entries[p] = &ManifestEntry{Path: p, Type: r.Type, Remote: r}
+		}
+	}
+	_ = m.Save(cfg.stateDir())
 }
 
 // upload is what one sync sends: paths to remove first, then entries.

@@ -420,3 +420,50 @@ func TestRemoveWorkspace(t *testing.T) {
 	}
 	e.sync(e.conn) // a fresh workspace after removal
 }
+
+// cutConn loses the link part way through the tar the sync sends.
+type cutConn struct {
+	SyncConn
+	after int64
+}
+
+func (c *cutConn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if strings.Contains(script, "tar -x") {
+		err := c.SyncConn.Run(ctx, script, io.LimitReader(stdin, c.after), stdout, stderr)
+		io.Copy(io.Discard, stdin)
+		if err == nil {
+			err = errors.New("ssh: connection closed")
+		}
+		return err
+	}
+	return c.SyncConn.Run(ctx, script, stdin, stdout, stderr)
+}
+
+// TestSyncPartialResumes: a first sync cut part way leaves a workspace
+// the next sync completes (it is not taken for unfetched work), with
+// every file whole.
+func TestSyncPartialResumes(t *testing.T) {
+	e := newSyncEnv(t)
+	for i := 0; i < 8; i++ {
+		e.write(e.root, filepath.Join("d", string(rune('a'+i))+".bin"), strings.Repeat(string(rune('a'+i)), 3000))
+	}
+	cut := &cutConn{SyncConn: tarConn{e.conn}, after: 20000}
+	cfg := e.cfg(cut)
+	cfg.Rsh = nil // all in the tar
+	if _, err := Sync(context.Background(), cfg); err == nil {
+		t.Fatal("a cut sync reported success")
+	}
+	if !exists(filepath.Join(e.workspace(), "d/a.bin")) {
+		t.Fatal("the cut sync sent nothing: the test does not cut part way")
+	}
+	rep := e.sync(tarConn{e.conn})
+	if rep.Sent == 0 {
+		t.Error("the resumed sync sent nothing")
+	}
+	for i := 0; i < 8; i++ {
+		p := filepath.Join("d", string(rune('a'+i))+".bin")
+		if got := e.read(e.workspace(), p); got != strings.Repeat(string(rune('a'+i)), 3000) {
+			t.Errorf("%s is not whole on the remote (%d bytes)", p, len(got))
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -148,10 +150,14 @@ func (b *back) fetch(ctx context.Context) error {
 			files = append(files, p)
 		}
 	}
-	content := map[string][]byte{}
+	content := map[string]*fetched{}
 	if len(files) > 0 {
-		var err error
-		if content, err = b.fetchTar(ctx, files); err != nil {
+		incoming, err := os.MkdirTemp(ensureDir(b.cfg.stateDir()), "incoming-")
+		if err != nil {
+			return fmt.Errorf("fetching: %w", err)
+		}
+		defer os.RemoveAll(incoming)
+		if content, err = b.fetchTar(ctx, files, incoming); err != nil {
 			return err
 		}
 	}
@@ -163,9 +169,21 @@ func (b *back) fetch(ctx context.Context) error {
 	return nil
 }
 
-// fetchTar reads the files' content from the remote's tar, taking only
-// regular files it asked for.
-func (b *back) fetchTar(ctx context.Context, files []string) (map[string][]byte, error) {
+// ensureDir makes dir (private) and returns it.
+func ensureDir(dir string) string {
+	_ = os.MkdirAll(dir, 0o700)
+	return dir
+}
+
+// fetched is a file the remote sent, held in the state dir until
+// settled.
+type fetched struct {
+	path, sum string
+}
+
+// fetchTar reads the files' content from the remote's tar into dir,
+// taking only regular files it asked for.
+func (b *back) fetchTar(ctx context.Context, files []string, dir string) (map[string]*fetched, error) {
 	want := map[string]bool{}
 	for _, p := range files {
 		want[p] = true
@@ -178,7 +196,7 @@ func (b *back) fetchTar(ctx context.Context, files []string) (map[string][]byte,
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	out, readErr := readFetched(pr, want)
+	out, readErr := readFetched(pr, want, dir)
 	if readErr == nil {
 		_, _ = io.Copy(io.Discard, pr) // tar's padding after the end
 	}
@@ -189,9 +207,9 @@ func (b *back) fetchTar(ctx context.Context, files []string) (map[string][]byte,
 	return out, readErr
 }
 
-// readFetched reads a tar of the wanted regular files.
-func readFetched(r io.Reader, want map[string]bool) (map[string][]byte, error) {
-	out := map[string][]byte{}
+// readFetched reads a tar of the wanted regular files into dir.
+func readFetched(r io.Reader, want map[string]bool, dir string) (map[string]*fetched, error) {
+	out := map[string]*fetched{}
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -202,20 +220,49 @@ func readFetched(r io.Reader, want map[string]bool) (map[string][]byte, error) {
 			return nil, fmt.Errorf("fetching: reading the remote's tar: %w", err)
 		}
 		name := strings.TrimPrefix(h.Name, "./")
-		if !want[name] || h.Typeflag != tar.TypeReg || h.Size > maxFetch {
+		if !want[name] || out[name] != nil || h.Typeflag != tar.TypeReg || h.Size > maxFetch {
 			return nil, fmt.Errorf("fetching: the remote sent %q, which was not asked for", h.Name)
 		}
-		body, err := io.ReadAll(io.LimitReader(tr, maxFetch))
+		f, err := os.CreateTemp(dir, "f-")
 		if err != nil {
 			return nil, fmt.Errorf("fetching %s: %w", name, err)
 		}
-		out[name] = body
+		sum := sha256.New()
+		_, err = io.Copy(io.MultiWriter(f, sum), io.LimitReader(tr, maxFetch))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fetching %s: %w", name, err)
+		}
+		out[name] = &fetched{path: f.Name(), sum: hex.EncodeToString(sum.Sum(nil))}
 	}
+}
+
+// copyInto writes f at name under root, created anew with mode.
+func copyInto(root *os.Root, name string, f *fetched, mode fs.FileMode) error {
+	src, err := os.Open(f.path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Chmod(name, mode)
+	}
+	return err
 }
 
 // settle decides one changed remote entry: applied, kept aside, or
 // saved beside the local version.
-func (b *back) settle(p string, body []byte) error {
+func (b *back) settle(p string, body *fetched) error {
 	r := b.rem.entries[p]
 	o := b.old.Entries[p]
 	remote := &ManifestEntry{Path: p, Type: r.Type, Mode: r.Mode, Size: r.Size, Link: r.Link, Remote: r}
@@ -223,7 +270,7 @@ func (b *back) settle(p string, body []byte) error {
 		if body == nil {
 			return fmt.Errorf("fetching: the remote did not send %s", p)
 		}
-		remote.SHA256 = digest(body)
+		remote.SHA256 = body.sum
 	}
 	if o != nil && o.Type == r.Type && o.SHA256 == remote.SHA256 && o.Link == r.Link && o.Mode == r.Mode {
 		o2 := *o
@@ -282,7 +329,7 @@ func (b *back) parentNotDir(p string) bool {
 }
 
 // keep stores the remote's version under the state dir.
-func (b *back) keep(p string, r *RemoteStat, body []byte) error {
+func (b *back) keep(p string, r *RemoteStat, body *fetched) error {
 	b.rep.Kept = append(b.rep.Kept, p)
 	if r.Type == "dir" {
 		return nil
@@ -306,7 +353,8 @@ func (b *back) keep(p string, r *RemoteStat, body []byte) error {
 	if r.Type == "link" {
 		return b.kept.WriteFile(p+".symlink", []byte(r.Link), 0o600)
 	}
-	return b.kept.WriteFile(p, body, 0o600)
+	_ = b.kept.Remove(p)
+	return copyInto(b.kept, p, body, 0o600)
 }
 
 // makeDir makes a directory the remote added.
@@ -318,32 +366,31 @@ func (b *back) makeDir(p string) error {
 		return nil
 	}
 	if err := b.project.MkdirAll(p, 0o755); err != nil {
-		return fmt.Errorf("applying %s: %w", p, err)
+		b.rep.Kept = append(b.rep.Kept, p) // not writable here: reported, never lost
 	}
 	return nil
 }
 
 // conflict saves the remote's version beside the local one.
-func (b *back) conflict(p string, r *RemoteStat, body []byte) error {
+func (b *back) conflict(p string, r *RemoteStat, body *fetched) error {
 	b.rep.Conflicts = append(b.rep.Conflicts, p)
 	side := p + ConflictSuffix
 	if r.Type == "dir" {
 		return nil
 	}
-	if protectedRel(side, b.cfg.root()) || b.rules.isSecret(filepath.Join(b.cfg.root(), side)) {
+	if protectedRel(side, b.cfg.root()) || b.rules.isSecret(filepath.Join(b.cfg.root(), side)) || b.write(side, r, body) != nil {
 		return b.keep(p, r, body)
 	}
-	return b.write(side, r, body)
+	return nil
 }
 
 // apply writes the remote's version over the unchanged local one.
-func (b *back) apply(p string, r *RemoteStat, body []byte, remote *ManifestEntry) error {
+func (b *back) apply(p string, r *RemoteStat, body *fetched, remote *ManifestEntry) error {
 	if fi, err := b.project.Lstat(p); err == nil && fi.IsDir() {
-		b.rep.Conflicts = append(b.rep.Conflicts, p)
-		return b.write(p+ConflictSuffix, r, body)
+		return b.conflict(p, r, body)
 	}
 	if err := b.write(p, r, body); err != nil {
-		return err
+		return b.keep(p, r, body) // not writable here: kept, never lost
 	}
 	b.rep.Applied = append(b.rep.Applied, p)
 	fi, err := b.project.Lstat(p)
@@ -360,7 +407,7 @@ func (b *back) apply(p string, r *RemoteStat, body []byte, remote *ManifestEntry
 // write puts a file or symlink at p in the project: a temporary name
 // beside it, then renamed over it (a symlink there is replaced, never
 // followed). Set-id bits are dropped.
-func (b *back) write(p string, r *RemoteStat, body []byte) error {
+func (b *back) write(p string, r *RemoteStat, body *fetched) error {
 	if d := path.Dir(p); d != "." {
 		if err := b.project.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("applying %s: %w", p, err)
@@ -371,10 +418,7 @@ func (b *back) write(p string, r *RemoteStat, body []byte) error {
 	if r.Type == "link" {
 		err = b.project.Symlink(r.Link, tmp)
 	} else {
-		err = b.project.WriteFile(tmp, body, fs.FileMode(r.Mode&0o777))
-		if err == nil {
-			err = b.project.Chmod(tmp, fs.FileMode(r.Mode&0o777))
-		}
+		err = copyInto(b.project, tmp, body, fs.FileMode(r.Mode&0o777))
 	}
 	if err == nil {
 		err = b.project.Rename(tmp, p)
@@ -530,4 +574,30 @@ func RemoveWorkspace(ctx context.Context, cfg SyncConfig) error {
 		return fmt.Errorf("removing the remote workspace's manifest: %w", err)
 	}
 	return nil
+}
+
+// Lines are the report for the user, one line for each kind of entry
+// that needs a look (none when every change was applied).
+func (r *BackReport) Lines() []string {
+	var out []string
+	add := func(what string, list []string) {
+		if len(list) > 0 {
+			out = append(out, what+": "+strings.Join(escapedAll(list), ", "))
+		}
+	}
+	add("changed on both sides, the remote version saved as NAME"+ConflictSuffix, r.Conflicts)
+	if len(r.Kept) > 0 {
+		add("protected or masked, not applied (kept in "+jail.Escaped(r.KeptDir)+")", r.Kept)
+	}
+	add("removed on the remote but changed here, left in place", r.NotDeleted)
+	add("names outside the project, refused", r.Refused)
+	return out
+}
+
+func escapedAll(list []string) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = jail.Escaped(s)
+	}
+	return out
 }
