@@ -190,9 +190,9 @@ func classifyEntries(root string, entries map[string]*localEntry, rules *secretR
 			continue
 		}
 		switch {
-		case deniedLinks[rel] || rules.isDenied(e.abs) || underDenied(entries, rel):
+		case marked(deniedLinks, rel) || rules.isDenied(e.abs) || underDenied(entries, rel):
 			e.why = sendDenied
-		case maskedLinks[rel] || rules.isSecret(e.abs):
+		case marked(maskedLinks, rel) || rules.isSecret(e.abs):
 			e.why = sendMasked
 		}
 		if e.nlink > 1 {
@@ -218,6 +218,16 @@ func classifyEntries(root string, entries map[string]*localEntry, rules *secretR
 			}
 		}
 	}
+}
+
+// marked reports whether rel or a directory above it is in set.
+func marked(set map[string]bool, rel string) bool {
+	for p := rel; p != "."; p = filepath.Dir(p) {
+		if set[filepath.ToSlash(p)] {
+			return true
+		}
+	}
+	return false
 }
 
 // underDenied reports whether a directory above rel was found denied.

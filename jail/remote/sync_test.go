@@ -16,13 +16,15 @@ const (
 	prodToken = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngAbCdEf12"
 	denied    = "DENIED-FILE-CONTENT-7f3a"
 	awsSecret = "AWS-HOME-STORE-SECRET-91bd"
+	dirSecret = "xoxb-1234567890-abcdefABCDEF0123456789"
 )
 
 // plantSecrets fills the project with every kind of file that must reach
 // the remote masked or not at all, each under the names an attacker
 // would try: a .env, a symlinked .env whose target has a plain name, a
 // denied file and a hard link to it, a hard link to the .env, and a hard
-// link to a credential store of the home.
+// link to a credential store of the home, and a .envs symlink to a
+// directory with a plain name.
 func (e *syncEnv) plantSecrets() {
 	t := e.t
 	e.write(e.root, ".env", "API_KEY="+envKey+"\nDB_URL=postgres://app:"+envPass+"@db.example.test/app\nDEBUG=1\n")
@@ -45,6 +47,10 @@ func (e *syncEnv) plantSecrets() {
 	if err := os.Symlink(filepath.Join(e.home, ".aws/credentials"), filepath.Join(e.root, "creds")); err != nil {
 		t.Fatal(err)
 	}
+	e.write(e.root, "settings/prod", "SESSION_SECRET="+dirSecret+"\n")
+	if err := os.Symlink("settings", filepath.Join(e.root, ".envs")); err != nil {
+		t.Fatal(err)
+	}
 	e.write(e.root, "src/main.go", "package main\n")
 }
 
@@ -64,7 +70,7 @@ func TestSyncSecretsNeverLeave(t *testing.T) {
 			if rep.Via != mode {
 				t.Errorf("sent by %q, want %q", rep.Via, mode)
 			}
-			grepTree(t, e.rem, envKey, envPass, prodToken, denied, awsSecret)
+			grepTree(t, e.rem, envKey, envPass, prodToken, denied, awsSecret, dirSecret)
 			ws := e.workspace()
 			if got := e.read(ws, "src/main.go"); got != "package main\n" {
 				t.Errorf("src/main.go on the remote: %q", got)
