@@ -256,9 +256,11 @@ func linkedClass(names []*localEntry) string {
 }
 
 // fill adds digests, and masked copies for masked files (mask nil or
-// refusing: the file is not sent).
+// refusing: the file is not sent), in path order: placeholders handed
+// out while masking come in the same order every time.
 func fill(entries map[string]*localEntry, mask MaskFunc, old *Manifest) {
-	for _, e := range entries {
+	for _, rel := range sortedKeys(entries) {
+		e := entries[rel]
 		if e.Type != "file" || !e.sent() {
 			continue
 		}

@@ -37,6 +37,20 @@ func EnvMasker(pol *jail.Policy, phs *jail.Placeholders) MaskFunc {
 	}
 }
 
+// MaskedCopies masks each file with the masked copy the local run already
+// wrote for it (copies: local path -> copy), the copies the local proxy
+// knows the placeholders of; a masked file with no copy is not sent.
+func MaskedCopies(copies map[string]string) MaskFunc {
+	return func(path string) ([]byte, bool) {
+		c, ok := copies[path]
+		if !ok {
+			return nil, false
+		}
+		b, err := os.ReadFile(c)
+		return b, err == nil
+	}
+}
+
 // SyncConfig says which project goes to which remote workspace.
 type SyncConfig struct {
 	Conn     SyncConn

@@ -473,3 +473,26 @@ func TestSyncPartialResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncMaskedCopies: with the local run's masked copies, a masked
+// file goes as its copy, and one the run has no copy of is not sent.
+func TestSyncMaskedCopies(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, ".env", "API_KEY="+envKey+"\n")
+	e.write(e.root, ".env.local", "API_KEY="+envPass+"\n")
+	copyDir := t.TempDir()
+	e.write(copyDir, "env-0", "API_KEY=placeholder-from-the-run\n")
+	cfg := e.cfg(e.conn)
+	cfg.Mask = MaskedCopies(map[string]string{filepath.Join(e.root, ".env"): filepath.Join(copyDir, "env-0")})
+	rep, err := Sync(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.read(e.workspace(), ".env"); got != "API_KEY=placeholder-from-the-run\n" {
+		t.Errorf("the remote .env is not the run's copy: %q", got)
+	}
+	if exists(filepath.Join(e.workspace(), ".env.local")) || !hasString(rep.NotSent, ".env.local") {
+		t.Errorf(".env.local, with no copy, reached the remote or is not reported: %v", rep.NotSent)
+	}
+	grepTree(t, e.rem, envKey, envPass)
+}
