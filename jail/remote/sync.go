@@ -108,6 +108,9 @@ func Sync(ctx context.Context, cfg SyncConfig) (*SyncReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkWorkspace(cfg, rem); err != nil {
+		return nil, err
+	}
 	if err := checkFetched(cfg, old, rem); err != nil {
 		return nil, err
 	}
@@ -129,6 +132,16 @@ func Sync(ctx context.Context, cfg SyncConfig) (*SyncReport, error) {
 		return nil, err
 	}
 	return rep, saveSynced(cfg, local, after)
+}
+
+// checkWorkspace refuses a workspace that is the remote's root or home,
+// or holds the home: a sync makes the workspace hold the project and
+// nothing else.
+func checkWorkspace(cfg SyncConfig, rem *remoteList) error {
+	if rem.dir == "/" || rem.dir == rem.home || strings.HasPrefix(rem.home+"/", rem.dir+"/") {
+		return fmt.Errorf("syncing to %s: the remote directory %s is the remote's home or above it; name a directory of its own for the project", cfg.Host, rem.dir)
+	}
+	return nil
 }
 
 // checkFetched refuses to overwrite a workspace holding what the last
@@ -406,6 +419,7 @@ func nulList(paths []string) io.Reader {
 // remoteList is the remote's listing of the workspace.
 type remoteList struct {
 	dir     string // its real path
+	home    string // the remote home's
 	missing bool
 	rsync   bool
 	entries map[string]*RemoteStat
@@ -435,12 +449,16 @@ func parseList(b []byte) (*remoteList, error) {
 		l.missing = true
 		return l, nil
 	}
+	if w, ok := strings.CutPrefix(string(b), "home "); ok && !strings.Contains(strings.TrimSuffix(w, "\n"), "\n") {
+		l.dir, l.home = strings.TrimSuffix(w, "\n"), strings.TrimSuffix(w, "\n")
+		return l, nil
+	}
 	head, body, ok := bytes.Cut(b, []byte("\nLIST\n"))
 	lines := strings.Split(string(head), "\n")
-	if !ok || len(lines) != 2 || !path.IsAbs(lines[0]) {
+	if !ok || len(lines) != 3 || !path.IsAbs(lines[0]) || !path.IsAbs(lines[1]) {
 		return nil, errors.New("the remote's reply is not a listing (is GNU find there?)")
 	}
-	l.dir, l.rsync = lines[0], lines[1] == "rsync"
+	l.dir, l.home, l.rsync = lines[0], lines[1], lines[2] == "rsync"
 	fields := strings.Split(string(body), "\x00")
 	if len(fields)%2 != 1 || fields[len(fields)-1] != "" {
 		return nil, errors.New("the remote's listing is cut short")

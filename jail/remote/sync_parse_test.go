@@ -50,7 +50,7 @@ func TestLinkInside(t *testing.T) {
 }
 
 func TestParseList(t *testing.T) {
-	good := "/home/u/w\nrsync\nLIST\nf 644 3 1700000000.5000000000 a b.txt\x00\x00l 777 4 1700000000.0000000000 ln\x00../x\x00d 755 4096 1700000000.0 dir\x00\x00"
+	good := "/home/u/w\n/home/u\nrsync\nLIST\nf 644 3 1700000000.5000000000 a b.txt\x00\x00l 777 4 1700000000.0000000000 ln\x00../x\x00d 755 4096 1700000000.0 dir\x00\x00"
 	l, err := parseList([]byte(good))
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +62,8 @@ func TestParseList(t *testing.T) {
 		t.Errorf("missing workspace: %+v, %v", l, err)
 	}
 	for _, bad := range []string{
-		"", "relative\nrsync\nLIST\n", "/w\nrsync\n", "/w\nrsync\nLIST\nf 644 3 1 a\x00",
-		"/w\nrsync\nLIST\nf 64x 3 1 a\x00\x00", "/w\nrsync\nLIST\nz 644 3 1 a\x00\x00", "/w\nrsync\nLIST\nf 644 a\x00\x00",
+		"", "relative\n/h\nrsync\nLIST\n", "/w\nrsync\nLIST\n", "/w\n/h\nrsync\n", "/w\n/h\nrsync\nLIST\nf 644 3 1 a\x00",
+		"/w\n/h\nrsync\nLIST\nf 64x 3 1 a\x00\x00", "/w\n/h\nrsync\nLIST\nz 644 3 1 a\x00\x00", "/w\n/h\nrsync\nLIST\nf 644 a\x00\x00",
 	} {
 		if _, err := parseList([]byte(bad)); err == nil {
 			t.Errorf("parseList(%q) took it", bad)
@@ -72,7 +72,7 @@ func TestParseList(t *testing.T) {
 }
 
 func FuzzParseList(f *testing.F) {
-	f.Add([]byte("/w\nrsync\nLIST\nf 644 3 1700000000.5 a\x00\x00"))
+	f.Add([]byte("/w\n/h\nrsync\nLIST\nf 644 3 1700000000.5 a\x00\x00"))
 	f.Add([]byte("missing\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := parseList(b)

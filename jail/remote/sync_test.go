@@ -496,3 +496,27 @@ func TestSyncMaskedCopies(t *testing.T) {
 	}
 	grepTree(t, e.rem, envKey, envPass)
 }
+
+// TestSyncRefusesHomeAsWorkspace: a workspace that is the remote home
+// (or above it) is refused before anything there is touched.
+func TestSyncRefusesHomeAsWorkspace(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "f.txt", "x")
+	e.write(e.rem, ".bashrc", "keep me\n")
+	for _, dir := range []string{"~", "~/", e.rem, filepath.Dir(e.rem), "/"} {
+		cfg := e.cfg(e.conn)
+		cfg.Dir = dir
+		if _, err := Sync(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "home or above it") {
+			t.Errorf("workspace %q: %v", dir, err)
+		}
+		if _, err := SyncBack(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "home or above it") {
+			t.Errorf("fetching from workspace %q: %v", dir, err)
+		}
+		if err := RemoveWorkspace(context.Background(), cfg); err == nil {
+			t.Errorf("removing workspace %q was not refused", dir)
+		}
+	}
+	if e.read(e.rem, ".bashrc") != "keep me\n" {
+		t.Error("the remote home was touched")
+	}
+}

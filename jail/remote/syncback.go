@@ -76,6 +76,9 @@ func syncBack(ctx context.Context, cfg SyncConfig) (*BackReport, error) {
 	if rem.missing {
 		return nil, fmt.Errorf("the remote workspace %s is gone", cfg.Dir)
 	}
+	if err := checkWorkspace(cfg, rem); err != nil {
+		return nil, err
+	}
 	local, err := scan(cfg.root(), cfg.rules(), nil, old)
 	if err != nil {
 		return nil, err

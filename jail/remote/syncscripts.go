@@ -9,7 +9,9 @@ const scriptWorkspace = `d=$1
 case $d in "~") d=$HOME ;; "~/"*) d=$HOME/${d#"~/"} ;; esac
 `
 
-// scriptList prints the workspace's real path, whether rsync is there,
+// scriptList prints the workspace's real path, the home's, whether
+// rsync is there (or "home PATH" and nothing more for a workspace that
+// is the root, the home or above it),
 // and then every directory, file and symlink below it as
 // "TYPE MODE SIZE MTIME PATH\0LINK\0". With $2 = create the workspace is
 // made first (private), else a missing one prints "missing".
@@ -17,7 +19,9 @@ const scriptList = scriptWorkspace + `umask 077
 if [ "$2" = create ]; then mkdir -p -- "$d" || exit 1; fi
 if [ ! -d "$d" ]; then echo missing; exit 0; fi
 cd -- "$d" || exit 1
-pwd -P
+w=$(pwd -P) h=$(cd -- "$HOME" && pwd -P) || h=/
+case $w:$h in /:* | *:/ | "$w:$w" | "$w:$w"/*) echo "home $w"; exit 0 ;; esac
+printf '%s\n%s\n' "$w" "$h"
 if command -v rsync >/dev/null 2>&1; then echo rsync; else echo no-rsync; fi
 echo LIST
 exec find . -mindepth 1 \( -type f -o -type d -o -type l \) -printf '%y %m %s %T@ %P\0%l\0'
@@ -44,6 +48,6 @@ exec tar -c -f - --no-recursion --null -T -
 // scriptDrop removes the workspace, never the home or the root itself.
 const scriptDrop = scriptWorkspace + `d=$(cd -- "$d" 2>/dev/null && pwd -P) || exit 0
 h=$(cd -- "$HOME" && pwd -P)
-case $d in / | "$h") echo "refusing to remove $d" >&2; exit 1 ;; esac
+case $d:$h in /:* | *:/ | "$d:$d" | "$d:$d"/*) echo "refusing to remove $d, the home or above it" >&2; exit 1 ;; esac
 exec rm -rf -- "$d"
 `
