@@ -97,6 +97,11 @@ func (c *SyncConfig) rules() *secretRules {
 // the last sync is sent. A workspace holding remote changes that were
 // never fetched is left alone (ErrUnfetched).
 func Sync(ctx context.Context, cfg SyncConfig) (*SyncReport, error) {
+	unlock, err := lockState(cfg.stateDir())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	old, err := LoadManifest(cfg.stateDir())
 	if err != nil {
 		return nil, err

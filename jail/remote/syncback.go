@@ -47,6 +47,11 @@ const maxFetch = 1 << 30
 // project. When the fetch fails the workspace stays on the remote and the
 // error names the command that fetches it later.
 func SyncBack(ctx context.Context, cfg SyncConfig) (*BackReport, error) {
+	unlock, err := lockState(cfg.stateDir())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	rep, err := syncBack(ctx, cfg)
 	if err == nil {
 		return rep, nil
