@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jailsh/jail/jail"
 	"github.com/jailsh/jail/jail/remote"
@@ -102,10 +103,17 @@ func TestRemoteSyncOverSSH(t *testing.T) {
 			if ph, _ := phs.Mask("API_KEY", key); !bytes.Contains(readOr(filepath.Join(ws, ".env")), []byte("API_KEY="+ph)) {
 				t.Errorf("the remote .env does not hold the run's placeholder:\n%s", readOr(filepath.Join(ws, ".env")))
 			}
+			start := time.Now()
+			if err := carrier.Run(ctx, "true", nil, io.Discard, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			plain := time.Since(start)
+			start = time.Now()
 			again, err := remote.Sync(ctx, cfg)
-			if err != nil || again.Sent != 0 || again.Deleted != 0 {
+			if err != nil || again.Sent != 0 || again.Deleted != 0 || again.Via != "" {
 				t.Errorf("a second sync with nothing changed sent %+v, %v", again, err)
 			}
+			t.Logf("a sync with nothing changed took %v, plain ssh true %v (no control master)", time.Since(start), plain)
 			// The remote side works: as the remote user, over ssh.
 			edit := `cd "$1" && printf 'print("edited")\n' > src/app.py && printf 'remote\n' > both.txt &&
 mkdir -p .git/hooks && printf '#!/bin/sh\ntouch /tmp/pwned-by-remote\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`

@@ -574,6 +574,11 @@ func slicesContains(list []string, s string) bool {
 // RemoveWorkspace removes the remote workspace and forgets its manifest:
 // for a run without --remote-keep, after its changes came back.
 func RemoveWorkspace(ctx context.Context, cfg SyncConfig) error {
+	unlock, err := lockState(cfg.stateDir())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var stderr bytes.Buffer
 	if err := cfg.Conn.Run(ctx, withArgs(scriptDrop, cfg.Dir), nil, io.Discard, &stderr); err != nil {
 		return fmt.Errorf("removing the remote workspace %s: %w: %s", cfg.Dir, err, syncFirstLine(stderr.String()))
