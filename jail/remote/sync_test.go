@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -51,6 +52,9 @@ func (e *syncEnv) plantSecrets() {
 	if err := os.Symlink("settings", filepath.Join(e.root, ".envs")); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(e.root, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e.write(e.root, "src/main.go", "package main\n")
 }
 
@@ -82,7 +86,7 @@ func TestSyncSecretsNeverLeave(t *testing.T) {
 			if !strings.Contains(e.read(ws, "config/prod.settings"), "GITHUB_TOKEN=") {
 				t.Error("the .env symlink's target did not arrive masked")
 			}
-			for _, p := range []string{"keys/deploy.pem", "keys", "deep/x/token.secret", "README.pem.txt", "notes.txt", "aws.txt"} {
+			for _, p := range []string{"keys/deploy.pem", "keys", "deep/x/token.secret", "README.pem.txt", "notes.txt", "aws.txt", "pipe"} {
 				if exists(filepath.Join(ws, p)) {
 					t.Errorf("%s reached the remote", p)
 				}
@@ -518,5 +522,23 @@ func TestSyncRefusesHomeAsWorkspace(t *testing.T) {
 	}
 	if e.read(e.rem, ".bashrc") != "keep me\n" {
 		t.Error("the remote home was touched")
+	}
+}
+
+// TestSyncIgnoresProjectFilterFiles: filter files a repository carries
+// (.rsync-filter, .cvsignore) do not steer what rsync sends.
+func TestSyncIgnoresProjectFilterFiles(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, ".rsync-filter", "- *.go\n- /docs/\n")
+	e.write(e.root, ".cvsignore", "*.go\n")
+	e.write(e.root, "src/main.go", "package main\n")
+	e.write(e.root, "docs/a.md", "# a\n")
+	if rep := e.sync(e.conn); rep.Via != "rsync" {
+		t.Fatalf("sent by %q, want rsync", rep.Via)
+	}
+	for _, p := range []string{"src/main.go", "docs/a.md", ".rsync-filter", ".cvsignore"} {
+		if !exists(filepath.Join(e.workspace(), p)) {
+			t.Errorf("%s did not arrive: a filter file from the project steered rsync", p)
+		}
 	}
 }
