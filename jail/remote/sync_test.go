@@ -256,11 +256,14 @@ func TestSyncBackConflictKept(t *testing.T) {
 	e.write(e.root, "remote-only.txt", "base\n")
 	e.write(e.root, "gone.txt", "base\n")
 	e.write(e.root, "gone-but-edited.txt", "base\n")
+	e.write(e.root, "mode-only.sh", "#!/bin/sh\n")
 	e.sync(e.conn)
+	os.Chmod(filepath.Join(e.workspace(), "mode-only.sh"), 0o755)
 	ws := e.workspace()
 	e.write(ws, "both.txt", "remote edit\n")
 	e.write(ws, "remote-only.txt", "remote edit\n")
 	e.write(ws, "new/file.txt", "new remotely\n")
+	os.Chmod(filepath.Join(ws, "remote-only.txt"), 0o755)
 	os.Remove(filepath.Join(ws, "gone.txt"))
 	os.Remove(filepath.Join(ws, "gone-but-edited.txt"))
 	e.write(e.root, "both.txt", "local edit\n")
@@ -274,6 +277,11 @@ func TestSyncBackConflictKept(t *testing.T) {
 	}
 	if got := e.read(e.root, "remote-only.txt"); got != "remote edit\n" {
 		t.Errorf("remote-only change not applied: %q", got)
+	}
+	for _, p := range []string{"remote-only.txt", "mode-only.sh"} {
+		if fi, err := os.Stat(filepath.Join(e.root, p)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("the remote's mode of %s did not come back: %v %v", p, fi.Mode(), err)
+		}
 	}
 	if got := e.read(e.root, "new/file.txt"); got != "new remotely\n" {
 		t.Errorf("new remote file not applied: %q", got)

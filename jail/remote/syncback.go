@@ -296,6 +296,12 @@ func (b *back) settle(p string, body *fetched) error {
 	e := b.local[p]
 	switch {
 	case sameAsRemote(e, remote):
+		if e.Type == "file" && o != nil && o.SHA256 == remote.SHA256 && e.Mode == o.Mode && e.Mode != r.Mode {
+			if b.project.Chmod(p, fs.FileMode(r.Mode&0o777)) == nil { // only the mode changed, there alone
+				e.Mode = r.Mode & 0o777
+				b.rep.Applied = append(b.rep.Applied, p)
+			}
+		}
 		b.next.Entries[p] = applied(remote, e)
 		return nil
 	case localChanged(e, o):
