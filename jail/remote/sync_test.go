@@ -199,6 +199,8 @@ func TestSyncBackPlantedFilesNotApplied(t *testing.T) {
 	e.write(e.root, ".git/config", "[core]\n\tbare = false\n")
 	e.write(e.root, "jail.json", "{}\n")
 	e.write(e.root, "vendor/lib/.git/HEAD", "ref: refs/heads/main\n")
+	e.write(e.root, "fixtures/repo.git/HEAD", "ref: refs/heads/main\n")
+	e.write(e.root, "fixtures/repo.git/config", "[core]\n\tbare = true\n")
 	e.sync(e.conn)
 	ws := e.workspace()
 	planted := map[string]string{

@@ -319,7 +319,7 @@ func (b *back) notApplied(p string, o *ManifestEntry, r *RemoteStat) string {
 		return "protected"
 	case b.rules.isSecret(abs) || b.rules.isDenied(abs) || (o != nil && o.Masked) || (e != nil && e.why != sendPlain):
 		return "masked"
-	case newHEAD(p, o, e):
+	case newHEAD(p, o, e) || b.inBareRepo(p):
 		return "protected"
 	case r.Type == "link" && !linkInside(p, r.Link):
 		return "link out of the project"
@@ -327,6 +327,40 @@ func (b *back) notApplied(p string, o *ManifestEntry, r *RemoteStat) string {
 		return "below a symlink"
 	}
 	return ""
+}
+
+// inBareRepo reports whether p is a file that makes git run something in
+// a directory git takes for a repository of its own (one holding a
+// HEAD, here or on the remote): a test fixture's bare repository, say.
+func (b *back) inBareRepo(p string) bool {
+	for d := path.Dir(p); ; d = path.Dir(d) {
+		head, rest := "HEAD", p
+		if d != "." {
+			head, rest = d+"/HEAD", p[len(d)+1:]
+		}
+		if rest != "HEAD" && (b.rem.entries[head] != nil || b.exists(head)) && gitInternal(rest) {
+			return true
+		}
+		if d == "." {
+			return false
+		}
+	}
+}
+
+func (b *back) exists(p string) bool {
+	_, err := b.project.Lstat(p)
+	return err == nil
+}
+
+// gitInternal reports whether rest, a path inside a git directory, is
+// one of those that make git run or trust something.
+func gitInternal(rest string) bool {
+	for _, g := range gitProtected {
+		if rest == g || strings.HasPrefix(rest, g+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // parentNotDir reports whether a directory on the way to p is here a
@@ -552,11 +586,8 @@ func protectedRel(p, root string) bool {
 		if i == len(segs)-1 {
 			return true // a .git itself: a gitdir file, or a new repository
 		}
-		rest := strings.Join(segs[i+1:], "/")
-		for _, g := range gitProtected {
-			if rest == g || strings.HasPrefix(rest, g+"/") {
-				return true
-			}
+		if gitInternal(strings.Join(segs[i+1:], "/")) {
+			return true
 		}
 	}
 	return segs[len(segs)-1] == "HEAD" && !slicesContains(segs[:len(segs)-1], ".git")
