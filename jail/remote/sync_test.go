@@ -69,6 +69,8 @@ func TestSyncSecretsNeverLeave(t *testing.T) {
 			var conn SyncConn = e.conn
 			if mode == "tar" {
 				conn = tarConn{e.conn}
+			} else {
+				needRsync(t)
 			}
 			rep := e.sync(conn)
 			if rep.Via != mode {
@@ -115,6 +117,8 @@ func TestSyncSymlinkOutNotFollowed(t *testing.T) {
 			var conn SyncConn = e.conn
 			if mode == "tar" {
 				conn = tarConn{e.conn}
+			} else {
+				needRsync(t)
 			}
 			e.sync(conn)
 			ws := e.workspace()
@@ -154,6 +158,8 @@ func TestSyncIncremental(t *testing.T) {
 			var conn SyncConn = e.conn
 			if mode == "tar" {
 				conn = tarConn{e.conn}
+			} else {
+				needRsync(t)
 			}
 			if first := e.sync(conn); first.Sent < 20 {
 				t.Fatalf("the first sync sent %d files", first.Sent)
@@ -538,6 +544,7 @@ func TestSyncRefusesHomeAsWorkspace(t *testing.T) {
 // TestSyncIgnoresProjectFilterFiles: filter files a repository carries
 // (.rsync-filter, .cvsignore) do not steer what rsync sends.
 func TestSyncIgnoresProjectFilterFiles(t *testing.T) {
+	needRsync(t)
 	e := newSyncEnv(t)
 	e.write(e.root, ".rsync-filter", "- *.go\n- /docs/\n")
 	e.write(e.root, ".cvsignore", "*.go\n")
