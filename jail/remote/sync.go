@@ -51,7 +51,10 @@ func MaskedCopies(copies map[string]string) MaskFunc {
 	}
 }
 
-// SyncConfig says which project goes to which remote workspace.
+// SyncConfig says which project goes to which remote workspace. A run
+// calls Sync before the remote command and SyncBack after it (and for
+// --remote-fetch), both with the same config, then RemoveWorkspace
+// unless the workspace is to be kept or SyncBack failed.
 type SyncConfig struct {
 	Conn     SyncConn
 	Host     string // names the remote in the state dir and in hints, as the user gave it
