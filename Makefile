@@ -66,7 +66,7 @@ bench: build test-deps
 	$(GO) test -run '^$$' -bench ExecWithRules -benchtime 5x -count 1 ./tests/
 	$(GO) test -run '^$$' -bench Learning -benchtime 5x -count 1 ./tests/
 	$(GO) test -run '^$$' -bench 'Intercept|Inject' -benchtime 3x -count 2 ./proxy/
-	$(GO) test -run '^$$' -bench Generate -count 3 ./darwin/
+	$(GO) test -run '^$$' -bench 'Generate|Build' -count 3 ./darwin/
 	JAIL_NET_BENCH=1 $(GO) test -count=1 -v -run '^TestNetBench$$' ./tests/
 	JAIL_REMOTE_BENCH=1 $(GO) test -count=1 -v -run '^TestRemoteBench$$' ./tests/
 	JAIL_SOAK_REQUESTS=100000 $(GO) test -count=1 -v -run '^TestProxySoak$$' ./tests/

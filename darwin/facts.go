@@ -148,6 +148,9 @@ func protectedLinks(pol *jail.Policy, root string, f *Facts, programs []string) 
 	}
 	paths := append(jail.ProtectedProjectPaths(root), jail.ProtectedHomePaths(f.Home)...)
 	paths = append(append(paths, f.HooksPaths...), filepath.Join(root, "HEAD"))
+	for _, rel := range homeStartup {
+		paths = append(paths, filepath.Join(f.Home, rel))
+	}
 	paths = append(paths, programs...)
 	for _, g := range f.NestedGits {
 		paths = append(paths, filepath.Join(filepath.Dir(g), "HEAD"))
@@ -159,10 +162,10 @@ func protectedLinks(pol *jail.Policy, root string, f *Facts, programs []string) 
 			p = jail.GlobBase(p)
 		}
 		for _, w := range writable {
-			if !within(p, w) {
+			if !withinFold(p, w) {
 				continue
 			}
-			for d := p; d != w && within(d, w) && !seen[d]; d = filepath.Dir(d) {
+			for d := p; !strings.EqualFold(d, w) && withinFold(d, w) && !seen[d]; d = filepath.Dir(d) {
 				seen[d] = true
 				if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 					out = append(out, d)
@@ -264,9 +267,11 @@ func scanProject(pol *jail.Policy, root string, key jail.SessionKey) (projectSca
 	return out, err
 }
 
+// matchAny matches in any ASCII case, as the default macOS volume opens
+// .ENV as .env.
 func matchAny(patterns []string, p string) bool {
 	for _, pat := range patterns {
-		if jail.MatchPath(pat, p) {
+		if jail.MatchPath(strings.ToLower(pat), strings.ToLower(p)) {
 			return true
 		}
 	}
@@ -281,4 +286,10 @@ func readLimited(path string) []byte {
 	defer f.Close()
 	b, _ := io.ReadAll(io.LimitReader(f, maxEnvFile))
 	return b
+}
+
+// withinFold is within in any ASCII case: the default macOS volume opens
+// ~/library as ~/Library.
+func withinFold(p, dir string) bool {
+	return within(strings.ToLower(p), strings.ToLower(dir))
 }

@@ -137,7 +137,11 @@ func (p *Plan) files(pol *jail.Policy, f *Facts) error {
 	if f.GitNotDir {
 		protected = append(protected, filepath.Join(root, ".git"))
 	}
+	p.Policy.NoCreate = []string{filepath.Join(root, ".git")}
 	protected = append(protected, jail.ProtectedHomePaths(home)...)
+	for _, rel := range homeStartup {
+		protected = append(protected, filepath.Join(home, rel))
+	}
 	// The files an agent rewrites as it runs but in which some keys declare
 	// commands the unjailed agent runs later (~/.claude.json's MCP servers
 	// and hooks): on Linux the jail writes a session copy merged back
@@ -297,15 +301,22 @@ func MacPath(p string) string {
 
 // related keeps the paths in or above one of roots (a glob by its literal
 // base): only there can a mask or a protection change anything.
+// Names compare in any ASCII case, as the default macOS volume opens
+// ~/library as ~/Library.
 func related(paths, roots []string) []string {
+	lower := make([]string, len(roots))
+	for i, r := range roots {
+		lower[i] = strings.ToLower(r)
+	}
 	var out []string
 	for _, pth := range paths {
 		b := MacPath(pth)
 		if jail.HasMeta(b) {
 			b = jail.GlobBase(b)
 		}
-		for _, r := range roots {
-			if within(b, r) || within(r, b) {
+		lb := strings.ToLower(b)
+		for _, lr := range lower {
+			if within(lb, lr) || within(lr, lb) {
 				out = append(out, pth)
 				break
 			}
@@ -316,7 +327,8 @@ func related(paths, roots []string) []string {
 
 // within reports whether p is dir or lies below it.
 func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+	dir = strings.TrimSuffix(dir, "/")
+	return p == dir || dir == "" || (len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir))
 }
 
 // CommandLine is the plan's sandbox-exec command line for review, every
@@ -327,12 +339,17 @@ func within(p, dir string) bool {
 func (p *Plan) CommandLine() string {
 	groups := []string{SandboxExec}
 	for _, prm := range p.Profile.Params {
-		groups = append(groups, "-D "+jail.ShellQuote(prm.Name+"="+prm.Value))
+		groups = append(groups, "-D "+printable(prm.Name+"="+prm.Value))
 	}
 	last := []string{"-p", `"$PROFILE"`, "--"}
 	for _, a := range p.Argv {
-		last = append(last, jail.ShellQuote(a))
+		last = append(last, printable(a))
 	}
 	groups = append(groups, strings.Join(last, " "))
 	return strings.Join(groups, " \\\n  ")
 }
+
+// printable is an argument shell-quoted and escaped for the terminal, so
+// that a newline or an escape sequence in it can neither print a line of
+// its own (a forged "# note:") nor act on the terminal.
+func printable(arg string) string { return jail.Escaped(jail.ShellQuote(arg)) }

@@ -25,7 +25,7 @@ func noEnv(string) string { return "" }
 // realPolicy resolves the policy jail would for cmd run in project with
 // home, through the real layers (built-in profiles, flags), and with the
 // config file cfg (when not "") as the project's jail.json.
-func realPolicy(t *testing.T, opts jail.Options, cmd, project, home, cfg string) *jail.Policy {
+func realPolicy(t testing.TB, opts jail.Options, cmd, project, home, cfg string) *jail.Policy {
 	t.Helper()
 	argv := []string{cmd}
 	layers, root, err := jail.LoadLayers(opts, argv, project, home, noEnv)

@@ -31,6 +31,11 @@ type Policy struct {
 	DenyGlobs      []Glob   // masked by pattern
 	Protected      []string // read-only even inside writable trees, existing or not
 	ProtectedGlobs []Glob   // read-only by pattern
+	// NoCreate are names that cannot be created, by any spelling, when
+	// missing (nor made by a rename onto them); what lies below them keeps
+	// the rules above. A missing .git made by the command as a link or a
+	// gitdir file would lead the host's git to hooks the command wrote.
+	NoCreate []string
 	// ProxyPort is the local proxy's port, reachable outbound on loopback;
 	// 0 means no network at all: no outbound rule is written.
 	ProxyPort int
@@ -85,7 +90,9 @@ func Generate(pol Policy) (Profile, error) {
 	if err := g.protect(pol); err != nil {
 		return Profile{}, err
 	}
-	g.ancestorsUnlink()
+	if err := g.ancestorsUnlink(); err != nil {
+		return Profile{}, err
+	}
 	return Profile{Text: g.b.String(), Params: g.params}, nil
 }
 
@@ -210,9 +217,14 @@ func (g *gen) devices() {
 	g.line("(allow pseudo-tty)")
 	g.rule("allow file-read* file-write-data file-ioctl", []string{
 		"(literal " + g.param("DEV", "/dev/ptmx") + ")",
-		"(regex " + g.param("DEVRE", `^/dev/ttys[0-9]+$`) + ")",
 		"(subpath " + g.param("DEV", "/dev/fd") + ")",
 	})
+	ttys := "(regex " + g.param("DEVRE", `^/dev/ttys[0-9]+$`) + ")"
+	g.comment("terminals opened by name: read only the pseudo-terminals this jail made (the kernel gives their")
+	g.comment("opener the pty extension), so no other terminal's typing can be read; written and controlled")
+	g.comment("all, as the terminal the jail was started on was opened before the profile")
+	g.line(`(allow file-read* file-write-data file-ioctl (require-all ` + ttys + ` (extension "com.apple.sandbox.pty")))`)
+	g.rule("allow file-write-data file-ioctl", []string{ttys})
 	g.comment("terminal: no typing into the terminal's input queue (TIOCSTI)")
 	g.line("(deny file-ioctl (ioctl-command " + strconv.FormatUint(TIOCSTI, 10) + "))")
 }
@@ -234,14 +246,14 @@ func (g *gen) userPaths(pol Policy) error {
 	dirs = append(dirs, pol.Home)
 	g.rule("allow file-read-metadata", g.paths("literal", "DIR", slices.DeleteFunc(dirs, func(d string) bool { return d == "/" })))
 	g.comment("readable trees")
-	read, err := g.globs("READRE", pol.ReadGlobs)
+	read, err := g.globs("READRE", pol.ReadGlobs, false)
 	if err != nil {
 		return fmt.Errorf("seatbelt profile: allowRead: %w", err)
 	}
 	g.rule("allow file-read*", append(g.paths("subpath", "READ", pol.Read), read...))
 	g.comment("the project and writable trees")
 	g.rule("allow file-read* file-write*", []string{"(subpath " + g.param("PROJECT", pol.Project) + ")"})
-	write, err := g.globs("WRITERE", pol.WriteGlobs)
+	write, err := g.globs("WRITERE", pol.WriteGlobs, false)
 	if err != nil {
 		return fmt.Errorf("seatbelt profile: allowWrite: %w", err)
 	}
@@ -250,20 +262,40 @@ func (g *gen) userPaths(pol Policy) error {
 }
 
 // globs turns globs into regex filters matching each match and everything
-// below it, sorted and without repeats.
-func (g *gen) globs(kind string, globs []Glob) ([]string, error) {
+// below it (in every case when fold), sorted and without repeats.
+func (g *gen) globs(kind string, globs []Glob, fold bool) ([]string, error) {
 	res := make([]string, 0, len(globs))
 	for _, gl := range globs {
-		re, err := gl.treeRegex()
+		re, err := gl.treeRegex(fold)
 		if err != nil {
 			return nil, err
 		}
 		res = append(res, re)
 	}
+	return g.regexes(kind, res), nil
+}
+
+// regexes turns regexes into filters, sorted and without repeats.
+func (g *gen) regexes(kind string, res []string) []string {
+	res = slices.Clone(res)
 	slices.Sort(res)
 	out := make([]string, 0, len(res))
 	for _, re := range slices.Compact(res) {
 		out = append(out, "(regex "+g.param(kind, re)+")")
+	}
+	return out
+}
+
+// foldedPaths are the case-folded regexes of literal paths, each path alone
+// or (tree) with everything below it.
+func foldedPaths(ps []string, tree bool) ([]string, error) {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		re, err := pathRegex(p, tree, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, re)
 	}
 	return out, nil
 }
@@ -292,7 +324,7 @@ func portFilters(side string, ports []int) []string {
 
 func (g *gen) masks(pol Policy) error {
 	g.comment("masks: denied to read and to write, whatever allowed them above")
-	f, err := g.pathsAndGlobs("MASK", pol.DenyRead, pol.DenyGlobs)
+	f, err := g.pathsAndGlobs("MASK", append(slices.Clone(systemMasks), pol.DenyRead...), pol.DenyGlobs)
 	if err != nil {
 		return fmt.Errorf("seatbelt profile: denyRead: %w", err)
 	}
@@ -307,29 +339,81 @@ func (g *gen) protect(pol Policy) error {
 		return fmt.Errorf("seatbelt profile: protected: %w", err)
 	}
 	g.rule("deny file-write*", f)
+	res, err := foldedPaths(createGuards(pol), false)
+	if err != nil {
+		return fmt.Errorf("seatbelt profile: not creatable: %w", err)
+	}
+	for _, p := range pol.NoCreate {
+		g.ancestors = append(g.ancestors, ancestors(p)...)
+	}
+	if len(res) > 0 {
+		g.comment("not creatable when missing, in any case: a directory renamed there, a link or a file would bring or redirect what the host runs")
+		g.rule("deny file-write-create", g.regexes("NOCREATE", res))
+	}
 	return nil
 }
 
-// pathsAndGlobs turns paths into subpath filters and globs into regex
-// filters, and records the directories above each so they cannot be renamed
-// to carry the path out from under its rule.
+// createGuards are NoCreate and the directories in a writable tree above
+// each protected path (and each protected pattern's literal base): a rule
+// follows names, and a rename checks only the names it moves, so a
+// directory prepared elsewhere in the tree and renamed into a missing
+// .claude or .git/modules would bring a settings file or hooks the rules
+// below that name never saw written.
+func createGuards(pol Policy) []string {
+	writable := append([]string{pol.Project}, pol.Write...)
+	dirs := slices.Clone(pol.NoCreate)
+	for _, p := range pol.Protected {
+		dirs = append(dirs, ancestors(p)...)
+	}
+	for _, gl := range pol.ProtectedGlobs {
+		dirs = append(dirs, gl.base())
+		dirs = append(dirs, ancestors(gl.base())...)
+	}
+	return slices.DeleteFunc(dirs, func(d string) bool {
+		for _, w := range writable {
+			if strings.HasPrefix(d, strings.TrimSuffix(w, "/")+"/") {
+				return false
+			}
+		}
+		return !slices.Contains(pol.NoCreate, d)
+	})
+}
+
+// pathsAndGlobs turns paths and globs into case-folded regex filters, each
+// matching the path and everything below it, and records the directories
+// above each so they cannot be renamed to carry the path out from under
+// its rule. A deny rule matched byte for byte would not hold on the default
+// macOS volume, where .GIT/hooks or .Env opens the same file as
+// .git/hooks or .env.
 func (g *gen) pathsAndGlobs(kind string, ps []string, globs []Glob) ([]string, error) {
 	for _, p := range ps {
 		g.ancestors = append(g.ancestors, ancestors(p)...)
 	}
-	filters := g.paths("subpath", kind, ps)
+	res, err := foldedPaths(ps, true)
+	if err != nil {
+		return nil, err
+	}
 	for _, gl := range globs {
 		g.ancestors = append(g.ancestors, gl.base())
 		g.ancestors = append(g.ancestors, ancestors(gl.base())...)
+		re, err := gl.treeRegex(true)
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, re)
 	}
-	res, err := g.globs(kind+"RE", globs)
-	return append(filters, res...), err
+	return g.regexes(kind+"RE", res), nil
 }
 
-func (g *gen) ancestorsUnlink() {
-	g.comment("no renaming a directory above a masked or protected path")
+func (g *gen) ancestorsUnlink() error {
+	g.comment("no renaming a directory above a masked or protected path, in any case")
 	dirs := slices.DeleteFunc(slices.Clone(g.ancestors), func(d string) bool { return d == "/" })
-	g.rule("deny file-write-unlink", g.paths("literal", "ABOVE", dirs))
+	res, err := foldedPaths(dirs, false)
+	if err != nil {
+		return fmt.Errorf("seatbelt profile: %w", err)
+	}
+	g.rule("deny file-write-unlink", g.regexes("ABOVE", res))
+	return nil
 }
 
 // ancestors lists the directories above p, root excluded.

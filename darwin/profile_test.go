@@ -191,7 +191,7 @@ func TestGlobRegex(t *testing.T) {
 		// A directory full of metacharacters matches only itself.
 		{Glob{"/(x)+|$/[d]*", "*"}, []string{"/(x)+|$/[d]*/y"}, []string{"/x/y", "/xx/d/y", "/(x)+|$/d/y"}},
 	} {
-		re, err := tc.glob.regex()
+		re, err := tc.glob.regex(false)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.glob, err)
 		}

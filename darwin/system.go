@@ -22,6 +22,19 @@ var systemRead = []string{
 	"/usr",
 }
 
+// systemMasks are the places inside the readable system trees that hold
+// user data rather than tools: /System/Volumes/Data is the data volume
+// itself, where every home and project has a second spelling
+// (/System/Volumes/Data/Users/...) that the rules on /Users would not
+// match; the package managers' var trees hold local databases and their
+// dumps.
+var systemMasks = []string{
+	"/System/Volumes/Data",
+	"/opt/homebrew/var",
+	"/opt/local/var",
+	"/usr/local/var",
+}
+
 // systemFiles are the symlinks at the root that point into /private, read
 // as links, and the root directory itself.
 var systemFiles = []string{
@@ -90,4 +103,19 @@ var sysctls = []string{
 	"machdep.cpu.*",
 	"sysctl.proc_cputype",
 	"vm.loadavg",
+}
+
+// homeStartup are the home paths macOS itself, or an app the user opens,
+// runs or obeys outside the jail: login items and agents, user defaults
+// (which name login scripts and shells of terminals), services and
+// scripts, and VS Code's user settings (tasks, terminal environment). They
+// stay read-only, beside the startup files every platform holds, wherever a
+// policy makes them writable.
+var homeStartup = []string{
+	"Library/LaunchAgents",
+	"Library/Preferences",
+	"Library/Services",
+	"Library/Scripts",
+	"Library/Application Support/Code/User",
+	"Library/Application Support/com.apple.backgroundtaskmanagementagent",
 }

@@ -104,7 +104,7 @@ var knownOps = []string{
 	"default", "process-exec", "process-fork", "signal", "process-info*",
 	"ipc-posix-sem", "ipc-posix-shm-read-data", "ipc-posix-shm-write-data", "ipc-posix-shm-write-create",
 	"mach-lookup", "sysctl-read", "pseudo-tty",
-	"file-read*", "file-read-metadata", "file-write*", "file-write-data", "file-write-unlink", "file-ioctl",
+	"file-read*", "file-read-metadata", "file-write*", "file-write-data", "file-write-create", "file-write-unlink", "file-ioctl",
 	"network-outbound", "network-bind", "network-inbound", "nvram*",
 }
 
@@ -114,7 +114,7 @@ var unfiltered = []string{"process-exec", "process-fork", "ipc-posix-sem",
 	"ipc-posix-shm-read-data", "ipc-posix-shm-write-data", "ipc-posix-shm-write-create", "pseudo-tty"}
 
 var knownFilters = []string{"literal", "subpath", "regex", "global-name", "sysctl-name",
-	"sysctl-name-prefix", "target", "remote", "local", "ioctl-command", "param"}
+	"sysctl-name-prefix", "target", "remote", "local", "ioctl-command", "param", "require-all", "extension"}
 
 var pathFilters = []string{"literal", "subpath", "regex", "prefix", "path"}
 
@@ -200,6 +200,12 @@ func validateFilter(t testing.TB, rule, f node, declared, used map[string]bool) 
 	h := f.head()
 	if !slices.Contains(knownFilters, h) {
 		t.Errorf("rule %s: unknown filter %s", render1(rule), h)
+		return
+	}
+	if h == "require-all" {
+		for _, c := range f.list[1:] {
+			validateFilter(t, rule, c, declared, used)
+		}
 		return
 	}
 	if slices.Contains(pathFilters, h) {

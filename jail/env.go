@@ -33,6 +33,8 @@ var notSecretSuffixes = []string{"_PATH", "_FILE", "_DIR", "_HOME"}
 
 // droppedEnv are host variables that point at host services the jail hides
 // (agents, buses, runtime directories); passing them only confuses tools.
+// The dynamic loaders' injection variables go too (and macOS's DYLD_*
+// ones by prefix): a library they name would load into every program.
 var droppedEnv = map[string]bool{
 	"SSH_AUTH_SOCK": true, "SSH_AGENT_PID": true, "GPG_AGENT_INFO": true,
 	"DBUS_SESSION_BUS_ADDRESS": true, "XDG_RUNTIME_DIR": true, "DOCKER_HOST": true,
@@ -123,7 +125,7 @@ func PlanEnv(host []string, pol *Policy, key SessionKey, session string, jailVar
 			continue // a name twice: the first, as getenv reads it
 		}
 		switch {
-		case droppedEnv[name] || strings.HasPrefix(name, "JAIL_"):
+		case droppedEnv[name] || strings.HasPrefix(name, "JAIL_") || strings.HasPrefix(name, "DYLD_"):
 			ep.Dropped = append(ep.Dropped, name)
 			continue
 		case forced[name] || (!pass[name] && LooksSecret(name, value)):

@@ -865,9 +865,12 @@ func TestConnectRawTunnel(t *testing.T) {
 	}
 
 	// The server speaks first.
-	_, _, _, br = raw(t, e.httpAddr, "CONNECT banner.test:2222 HTTP/1.1\r\nHost: banner.test:2222\r\n\r\n")
+	bresp, bbody, _, br := raw(t, e.httpAddr, "CONNECT banner.test:2222 HTTP/1.1\r\nHost: banner.test:2222\r\n\r\n")
+	if bresp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT banner.test: %s %q", bresp.Status, bbody)
+	}
 	if line, err := br.ReadString('\n'); err != nil || line != "SSH-2.0-server\r\n" {
-		t.Fatalf("banner %q, %v", line, err)
+		t.Fatalf("banner %q, %v; log: %+v", line, err, e.entry(t, func(x Entry) bool { return x.Host == "banner.test" }))
 	}
 
 	// Passthrough: the client talks TLS to the real server.

@@ -19,6 +19,7 @@ if [ "${1:-}" = "--test" ]; then
 	command -v curl >/dev/null 2>&1 || need="$need curl"
 	command -v socat >/dev/null 2>&1 || need="$need socat"
 	[ -x /usr/sbin/sshd ] || need="$need openssh-server" # the SSH tests run a real sshd on loopback
+	command -v rsync >/dev/null 2>&1 || need="$need rsync" # the remote sync sends by rsync when both ends have it
 	command -v dig >/dev/null 2>&1 || need="$need bind9-dnsutils" # dig and nslookup, against the jail's resolver
 	command -v setpriv >/dev/null 2>&1 || need="$need util-linux"
 	command -v setcap >/dev/null 2>&1 || [ -x /usr/sbin/setcap ] || [ -x /sbin/setcap ] || need="$need libcap2-bin"

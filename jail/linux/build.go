@@ -603,6 +603,9 @@ func (b *builder) pinAboveMask(m string) {
 // callback, unless the policy has no network.
 func (b *builder) network() {
 	p := b.p
+	if b.f.External != "" {
+		p.Link = ExternalControl(b.f.External)
+	}
 	if b.pol.NoNetwork {
 		return
 	}

@@ -19,7 +19,7 @@ import (
 // and Node keeps its built-in roots.)
 func trustOp(pol *jail.Policy, f *Facts, n *NetPlan) Op {
 	if len(pol.Network.Passthrough) == 0 && len(pol.Forward) == 0 {
-		return Op{Kind: "ro-bind", Src: filepath.Join(f.CADir, "ca.pem"), Dest: CABundlePath, Why: "jail CA: every TLS connection is intercepted"}
+		return Op{Kind: "ro-bind", Src: filepath.Join(n.CADir, "ca.pem"), Dest: CABundlePath, Why: "jail CA: every TLS connection is intercepted"}
 	}
 	n.Bundle = filepath.Join(f.SessionDir, "ca-bundle.pem")
 	return Op{Kind: "ro-bind", Src: n.Bundle, Dest: CABundlePath, Why: "host CAs + jail CA: passthrough hosts and forwarded ports are not intercepted"}

@@ -17,7 +17,7 @@ func TestTrustOpJailCAAloneUnlessSomethingIsNotIntercepted(t *testing.T) {
 		{"passthrough", jail.Policy{Network: jail.NetworkConfig{Passthrough: []string{"pinned.example.test"}}}, "/s/ca-bundle.pem", "/s/ca-bundle.pem"},
 		{"forward", jail.Policy{Forward: []int{5432}}, "/s/ca-bundle.pem", "/s/ca-bundle.pem"},
 	} {
-		n := &NetPlan{}
+		n := &NetPlan{CADir: f.CADir}
 		op := trustOp(&c.pol, f, n)
 		if op.Kind != "ro-bind" || op.Src != c.src || op.Dest != CABundlePath || n.Bundle != c.bundle {
 			t.Errorf("%s: op %+v, bundle %q; want %s bound, bundle %q", c.name, op, n.Bundle, c.src, c.bundle)

@@ -29,6 +29,9 @@ type netSession struct {
 // directory, the shared resolv.conf and the CA bundle. The proxy itself
 // starts later (serve), while bubblewrap builds the jail.
 func prepareNetwork(n *NetPlan) (*netSession, error) {
+	if n.External != "" && len(n.Publish)+len(n.Forward) > 0 {
+		return nil, fmt.Errorf("published and forwarded ports do not reach a jail on a remote host; run it there without --publish and --forward")
+	}
 	if err := ensurePrivateDir(filepath.Dir(n.SessionDir)); err != nil {
 		return nil, err
 	}
@@ -45,6 +48,10 @@ func prepareNetwork(n *NetPlan) (*netSession, error) {
 			ns.close()
 			return nil, fmt.Errorf("writing resolv.conf: %w", err)
 		}
+	}
+	if n.External != "" && !fileExists(filepath.Join(n.CADir, "ca.pem")) {
+		ns.close()
+		return nil, fmt.Errorf("the CA certificate of the proxy over ssh is missing from %s; run the command again", n.CADir)
 	}
 	if !fileExists(filepath.Join(n.CADir, "ca.pem")) {
 		ca, err := proxy.LoadOrCreateCA(n.CADir) // the first run makes the CA
@@ -130,6 +137,51 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret, 
 	ns.listeners = append(ns.listeners, ls...)
 	return nil
 }
+
+// Proxy is the proxy of a jail that runs on another machine: served here
+// on the unix sockets of the plan's session directory (Dir), which ssh
+// forwards to the remote jail, with the plan's rules and the real values
+// of its secrets, which never leave this machine.
+type Proxy struct {
+	Dir string // http.sock, socks.sock, capture.sock, dns.sock
+	ns  *netSession
+}
+
+// StartProxy starts the proxy of plan (a plan made on this machine for a
+// jail that runs on another one) as a local jail's: the session directory,
+// the CA, the masked .env copies and the secrets, then the sockets. Close
+// stops it. Published and forwarded ports are refused: they would relay
+// this machine's ports, not the remote jail's.
+func StartProxy(plan *Plan) (*Proxy, error) {
+	n := plan.Net
+	switch {
+	case n == nil:
+		return nil, fmt.Errorf("starting the proxy: the plan has no network")
+	case n.External != "":
+		return nil, fmt.Errorf("starting the proxy: the plan's proxy runs elsewhere")
+	case len(n.Publish)+len(n.Forward) > 0:
+		return nil, fmt.Errorf("published and forwarded ports do not reach a jail on a remote host; run it there without --publish and --forward")
+	}
+	ns, err := prepareNetwork(n)
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := prepareSecrets(plan, os.Getenv)
+	if err != nil {
+		ns.close()
+		return nil, err
+	}
+	tokens, _ := signInEndpoints(plan)
+	if err := ns.serve(n, plan.Session, secrets, tokens); err != nil {
+		ns.close()
+		return nil, err
+	}
+	return &Proxy{Dir: n.SessionDir, ns: ns}, nil
+}
+
+// Close stops the proxy, removes its session directory and returns the
+// one-line summary of what was denied ("" when nothing was).
+func (p *Proxy) Close() string { return p.ns.close() }
 
 // close stops the proxy and the relays, removes the session's sockets and
 // returns the one-line summary of what was denied ("" when nothing was).

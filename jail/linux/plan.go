@@ -45,7 +45,24 @@ type NetPlan struct {
 	// DenyCommands are command.deny rules the proxy also enforces on the
 	// wire (git push over smart HTTP and SSH, npm publish).
 	DenyCommands []string
+	// External is the directory of a proxy that runs elsewhere (on the
+	// machine jail was started from, its sockets forwarded by ssh):
+	// net/ holds the proxy's sockets, control.sock the link whose end
+	// stops the jail, ca.pem the proxy's CA certificate. The jail starts
+	// no proxy then, and no socket is handed over: only bytes cross the
+	// forwarding. "" when the jail serves its own proxy.
+	External string
 }
+
+// ExternalNet, ExternalControl and ExternalCA are the places, in a
+// NetPlan's External directory, of the proxy's sockets, of the control
+// socket and of the proxy's CA certificate.
+func ExternalNet(dir string) string     { return filepath.Join(dir, "net") }
+func ExternalControl(dir string) string { return filepath.Join(dir, "control.sock") }
+func ExternalCA(dir string) string      { return filepath.Join(dir, "ca.pem") }
+
+// ProxySockets are the names of the proxy's sockets in its directory.
+var ProxySockets = []string{"http.sock", "socks.sock", "capture.sock", "dns.sock"}
 
 // PathInfo is what jail learned about one host path before planning.
 type PathInfo struct {
@@ -96,6 +113,10 @@ type Facts struct {
 	SessionDir string // host directory for this session's sockets
 	CADir      string // host directory of the per-user CA
 	StateDir   string // host directory of the decision log
+	// External is the directory of a proxy that runs elsewhere, its
+	// sockets already made (see NetPlan.External); "" for a proxy of the
+	// jail's own.
+	External string
 }
 
 func (f *Facts) info(p string) PathInfo { return f.Paths[p] }
@@ -183,6 +204,10 @@ type Plan struct {
 	// port published for the login command ("" for none).
 	SignInCallback string
 	Net            *NetPlan // nil: loopback only, no proxy (--no-network)
+	// Link is the control socket of a jail run from another machine: when
+	// its connection ends or stalls, the jail is stopped, every process
+	// in it; "" for a jail of this machine's.
+	Link string
 	// Mode is "learning" or "watch"; OverlayHome is then the home init
 	// shows through an overlay whose writes are thrown away.
 	Mode        string
@@ -442,7 +467,11 @@ func (p *Plan) String() string {
 		}
 	}
 	if n := p.Net; n != nil {
-		b.WriteString("\nnetwork (host proxy; every connection decided and logged)\n")
+		if n.External != "" {
+			b.WriteString("\nnetwork (the proxy of the machine jail was started from, over ssh; every connection decided and logged there; the jail stops when the link does)\n")
+		} else {
+			b.WriteString("\nnetwork (host proxy; every connection decided and logged)\n")
+		}
 		unknown := n.Rules.Unknown
 		if unknown == "" {
 			unknown = "deny"
@@ -467,6 +496,9 @@ func (p *Plan) String() string {
 		b.WriteString("  udp      other datagrams outside the loopback refused\n")
 	} else {
 		b.WriteString("\nnetwork: none (loopback only)\n")
+	}
+	if p.Link != "" {
+		fmt.Fprintf(&b, "  link     %s: the jail and every process in it stop when it ends or stalls\n", p.Link)
 	}
 	b.WriteString("\nenvironment\n")
 	fmt.Fprintf(&b, "  placeholders: %s\n", orNone(p.Env.Placeholders))
@@ -542,6 +574,13 @@ func planNetwork(pol *jail.Policy, f *Facts) (*NetPlan, []Op, map[string]string)
 	n := &NetPlan{
 		SessionDir: f.SessionDir, CADir: f.CADir, StateDir: f.StateDir,
 		Rules: pol.Network, Publish: pol.Publish, Forward: pol.Forward,
+		External: f.External,
+	}
+	sockets, handOff := f.SessionDir, true
+	if n.External != "" {
+		// A socket handed over would be lost in the forwarding: the
+		// bridge relays bytes, and the CA is the remote proxy's.
+		sockets, handOff, n.CADir = ExternalNet(n.External), false, n.External
 	}
 	n.Rules.Allow = jail.Union(n.Rules.Allow, pol.Registries)
 	// On the wire only what the exec rules decide for a plain "git push"
@@ -555,7 +594,7 @@ func planNetwork(pol *jail.Policy, f *Facts) (*NetPlan, []Op, map[string]string)
 	}
 	n.Registries = pol.Registries
 	ops := []Op{
-		{Kind: "ro-bind", Src: f.SessionDir, Dest: NetDir, Why: "proxy sockets"},
+		{Kind: "ro-bind", Src: sockets, Dest: NetDir, Why: "proxy sockets"},
 		trustOp(pol, f, n),
 	}
 	if in := f.info("/etc/resolv.conf"); in.Exists && in.Link == "" {
@@ -568,12 +607,12 @@ func planNetwork(pol *jail.Policy, f *Facts) (*NetPlan, []Op, map[string]string)
 		ops = append(ops, Op{Kind: "bind", Src: filepath.Join(f.SessionDir, "pub"), Dest: PubDir, Why: "published ports"})
 	}
 	n.Relays = []Relay{
-		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", HTTPPort), Dial: "unix:" + NetDir + "/http.sock", HandOff: true},
-		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", SOCKSPort), Dial: "unix:" + NetDir + "/socks.sock", HandOff: true},
+		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", HTTPPort), Dial: "unix:" + NetDir + "/http.sock", HandOff: handOff},
+		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", SOCKSPort), Dial: "unix:" + NetDir + "/socks.sock", HandOff: handOff},
 		{Listen: fmt.Sprintf("udp:127.0.0.1:%d", DNSPort), Dial: "unix:" + NetDir + "/dns.sock"},
 		{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", DNSPort), Dial: "unix:" + NetDir + "/dns.sock"},
 	}
-	n.Capture = Relay{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", CapturePort), Dial: "unix:" + NetDir + "/capture.sock"}
+	n.Capture = Relay{Listen: fmt.Sprintf("tcp:127.0.0.1:%d", CapturePort), Dial: "unix:" + NetDir + "/capture.sock", HandOff: handOff}
 	for _, port := range pol.Publish {
 		n.Relays = append(n.Relays, Relay{Listen: fmt.Sprintf("unix:%s/%d.sock", PubDir, port), Dial: fmt.Sprintf("tcp:127.0.0.1:%d", port)})
 	}

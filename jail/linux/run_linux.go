@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/jailsh/jail/jail"
 	"github.com/jailsh/jail/jail/linux/inside"
@@ -144,6 +146,18 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 			return 125, &jail.ExitError{Code: 125, Err: err}
 		}
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
+	}
+	// A jail run from another machine lives only as long as the link to
+	// it.
+	var linkLost <-chan struct{}
+	if plan.Link != "" {
+		link, err := dialLink(plan.Link)
+		if err != nil {
+			ns.close()
+			return 125, &jail.ExitError{Code: 125, Err: err}
+		}
+		defer link.Close()
+		linkLost = link.Lost()
 	}
 	defer func() {
 		if async && hold != nil {
@@ -318,13 +332,13 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 				return
 			}
 		}
-		if ns != nil {
+		if ns != nil && plan.Net.External == "" {
 			netReady <- ns.serve(plan.Net, plan.Session, secrets, tokenEndpoints)
 			return
 		}
 		netReady <- nil
 	}()
-	var netErr error
+	var netErr, linkErr error
 	var ws syscall.WaitStatus
 	var pending []byte // signals that arrive before the proxy is up
 	started := false
@@ -350,6 +364,11 @@ loop:
 			} else {
 				pending = append(pending, b)
 			}
+		case <-linkLost:
+			// bubblewrap's death takes the whole jail with it (its
+			// child dies with it, and with that PID 1 every process).
+			syscall.Kill(pid, syscall.SIGKILL)
+			linkErr, linkLost = errLinkLost, nil
 		case ws = <-done:
 			break loop
 		}
@@ -370,6 +389,9 @@ loop:
 	if obs != nil {
 		obs.stop() // the events still in flight
 	}
+	if linkErr != nil {
+		return 125, &jail.ExitError{Code: 125, Err: linkErr}
+	}
 	if netErr != nil {
 		if !st.Started && st.Error == "" && bwrapErr.Len() > 0 {
 			return 125, &jail.ExitError{Code: 125, Err: bwrapFailure(bwrapErr.String(), ws)}
@@ -386,6 +408,34 @@ loop:
 		stderr.Write(bwrapErr.Bytes())
 	}
 	return inside.ExitCode(ws), nil
+}
+
+// errLinkLost ends a jail whose proxy runs on another machine when the
+// link to that machine ends.
+var errLinkLost = errors.New("the link to the machine jail was started from was lost, so the jail and every process in it were stopped; run the command again")
+
+// dialLink connects to the control socket path and watches the link. The
+// link is made once the other end's first beat has come: a forwarding
+// that accepts but reaches nothing (the other side gone) fails here,
+// before the command starts.
+func dialLink(path string) (*Link, error) {
+	// Another user who could write the directory could stand in for the
+	// other machine (its proxy, its CA) and keep the link up.
+	if err := privateDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("the link to the machine jail was started from: %w", err)
+	}
+	c, err := net.DialTimeout("unix", path, linkTimeout)
+	if err == nil {
+		c.SetReadDeadline(time.Now().Add(linkTimeout))
+		_, err = c.Read(make([]byte, 1))
+		if err != nil {
+			c.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the machine jail was started from: %w; run the command again", err)
+	}
+	return WatchLink(c), nil
 }
 
 // placeholderHold is the making of a plan's placeholders, perhaps still

@@ -406,8 +406,9 @@ const ip6tSoOriginalDst = 80
 
 // StartCapture listens on r.Listen (the capture port) and hands every
 // connection redirected there to r.Dial (the proxy's capture socket),
-// with one line naming its original destination: the socket itself when
-// r.Dial is a unix socket (handOff), its bytes relayed otherwise. A connection that was
+// with one line naming its original destination: the socket itself with
+// r.HandOff when r.Dial is a unix socket (handOff), its bytes relayed
+// otherwise (a proxy reached over a forwarding, which carries no socket). A connection that was
 // not redirected (one dialled to the port itself) names the port, which
 // the proxy refuses as it would any loopback address.
 func StartCapture(r Relay) (net.Listener, error) {
@@ -427,7 +428,7 @@ func StartCapture(r Relay) (net.Listener, error) {
 		l.Close()
 		return nil, err
 	}
-	handle := func(c net.Conn) { capture(c.(*net.TCPConn), network, dial) }
+	handle := func(c net.Conn) { capture(c.(*net.TCPConn), network, dial, r.HandOff) }
 	go acceptLoop(l, handle)
 	// The same port on ::1, where the synthetic IPv6 addresses are
 	// redirected; without IPv6 there is nothing to listen for.
@@ -447,7 +448,7 @@ func listenTCP(addr string) (net.Listener, error) {
 	return lc.Listen(context.Background(), "tcp", addr)
 }
 
-func capture(c *net.TCPConn, network, addr string) {
+func capture(c *net.TCPConn, network, addr string, handOver bool) {
 	dst, err := OriginalDst(c)
 	if err != nil {
 		c.Close()
@@ -458,7 +459,7 @@ func capture(c *net.TCPConn, network, addr string) {
 		c.Close()
 		return
 	}
-	if handOff(c, up, []byte(dst.String()+"\n")) {
+	if handOver && handOff(c, up, []byte(dst.String()+"\n")) {
 		return
 	}
 	if _, err := up.Write([]byte(dst.String() + "\n")); err != nil {

@@ -75,7 +75,7 @@ func captureChild(t *testing.T) {
 			client.Close()
 		}
 	}()
-	if _, err := StartCapture(Relay{Listen: "tcp:127.0.0.1:3129", Dial: "unix:" + sock}); err != nil {
+	if _, err := StartCapture(Relay{Listen: "tcp:127.0.0.1:3129", Dial: "unix:" + sock, HandOff: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, dst := range []string{"192.0.2.7:443", "10.1.2.3:22", "8.8.8.8:80", "[fd6a:6169:6c00::5]:443"} {

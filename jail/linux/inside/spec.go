@@ -129,6 +129,7 @@ func (s *InitSpec) MarshalBinary() ([]byte, error) {
 	}
 	str(s.Capture.Listen)
 	str(s.Capture.Dial)
+	boolean(s.Capture.HandOff)
 	return b, nil
 }
 
@@ -216,7 +217,7 @@ func (s *InitSpec) UnmarshalBinary(b []byte) error {
 	for i, n := 0, count(); i < n && !bad; i++ {
 		s.Mounts = append(s.Mounts, Mount{Path: str(), ReadOnly: boolean()})
 	}
-	s.Capture = Relay{Listen: str(), Dial: str()}
+	s.Capture = Relay{Listen: str(), Dial: str(), HandOff: boolean()}
 	if bad || len(b) != 0 || len(s.Argv) == 0 {
 		return errSpec
 	}

@@ -9,7 +9,7 @@ func TestInitSpecRoundTrip(t *testing.T) {
 	in := InitSpec{
 		Argv: []string{"sh", "-c", "echo 'é' \x00"}, Env: []string{"A=1", "B="}, Dir: "/p",
 		LandlockV: 7, Landlock: []LandlockRule{{Path: "/usr", Access: "read"}, {Path: "/dev/tty", Access: "tty", File: true}},
-		Seccomp: []byte{1, 2, 0, 4}, Ignore: []int{1, 3}, Relays: []Relay{{Listen: "tcp:127.0.0.1:3128", Dial: "unix:/x", HandOff: true}, {Listen: "udp:127.0.0.1:3053", Dial: "unix:/y"}}, WaitProxy: true, Notify: true, Trace: true, OverlayHome: "/home/u", Mounts: []Mount{{Path: "/p/.git"}, {Path: "/p/.mcp.json", ReadOnly: true}},
+		Seccomp: []byte{1, 2, 0, 4}, Ignore: []int{1, 3}, Relays: []Relay{{Listen: "tcp:127.0.0.1:3128", Dial: "unix:/x", HandOff: true}, {Listen: "udp:127.0.0.1:3053", Dial: "unix:/y"}}, Capture: Relay{Listen: "tcp:127.0.0.1:3129", Dial: "unix:/c", HandOff: true}, WaitProxy: true, Notify: true, Trace: true, OverlayHome: "/home/u", Mounts: []Mount{{Path: "/p/.git"}, {Path: "/p/.mcp.json", ReadOnly: true}},
 	}
 	b, _ := in.MarshalBinary()
 	var out InitSpec
