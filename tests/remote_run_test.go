@@ -33,8 +33,18 @@ func TestRemoteRunsJailedAsRemoteUser(t *testing.T) {
 		if strings.Contains(r.Stdout, "remote-only-secret") {
 			t.Errorf("the remote command read a file of the remote home: it did not run jailed:\n%s", r)
 		}
-		if _, err := os.Stat(filepath.Join(d.remoteDir(s), "ran-marker")); err != nil {
-			t.Errorf("the command's write to its project directory is not on the remote: %v", err)
+		if _, err := os.Stat(filepath.Join(s.Project, "ran-marker")); err != nil {
+			t.Errorf("the command's write to its project directory did not come back: %v", err)
+		}
+		if _, err := os.Stat(d.remoteDir(s)); err == nil {
+			t.Errorf("the remote workspace stayed without --remote-keep")
+		}
+		os.Remove(filepath.Join(s.Project, "ran-marker"))
+		if r := s.Jail("--remote", d.Target(), "--remote-keep", "--", "sh", "-c", "cat README.md; touch kept-marker"); r.Code != 0 || r.Stdout != "# project\n" {
+			t.Fatalf("--remote-keep run (the project synced there):\n%s", r)
+		}
+		if _, err := os.Stat(filepath.Join(d.remoteDir(s), "kept-marker")); err != nil {
+			t.Errorf("--remote-keep did not keep the remote workspace: %v", err)
 		}
 		r = s.Jail("--remote", d.Target(), "--", "sh", "-c", "kill -TERM $$")
 		if r.Code != 143 {

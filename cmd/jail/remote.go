@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +12,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/linux"
 	"github.com/jailsh/jail/jail/remote"
 )
 
@@ -25,6 +25,9 @@ type remoteFlags struct {
 	keep   bool   // --remote-keep: keep the remote workspace
 }
 
+// linkGrace is how long ssh has to exit once the link ended.
+const linkGrace = 5 * time.Second
+
 // runScript starts the uploaded jail on the spec the probe wrote.
 const runScript = `exec "$HOME/` + remote.BinDir + `/jail" remote-run --spec "$1"`
 
@@ -32,8 +35,10 @@ const runScript = `exec "$HOME/` + remote.BinDir + `/jail" remote-run --spec "$1
 const checkScript = `exec "$HOME/` + remote.BinDir + `/jail" check "$@"`
 
 // runRemote runs argv in a jail on the remote host: the policy resolved
-// here, the command and its environment (secrets already placeholders)
-// sent as a spec, the jail binary installed there when it differs.
+// and planned here, the proxy here (ssh forwards its sockets there), the
+// project synced there and back, the command and its environment (secrets
+// already placeholders of a key that stays here) sent as a spec, the jail
+// binary installed there when it differs.
 func runRemote(rf remoteFlags, opts jail.Options, argv []string, stderr io.Writer) int {
 	if opts.Mode != "" {
 		fmt.Fprintf(stderr, "jail: --%s does not run over --remote yet (its tracer would run on the remote, its profile here); run jail --%s on the remote host itself\n", opts.Mode, opts.Mode)
@@ -58,8 +63,41 @@ func runRemote(rf remoteFlags, opts jail.Options, argv []string, stderr io.Write
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
 	}
-	spec := remoteSpec(r, argv, conn.SSH.Target)
-	return remoteSession(context.Background(), conn, spec, opts.Debug, stderr)
+	plan, err := localPlan(r, argv)
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		return 125
+	}
+	fw, err := remote.StartForward(plan)
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		return 125
+	}
+	defer func() {
+		if summary := fw.Close(); summary != "" {
+			fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(summary)) // names the jailed run chose
+		}
+	}()
+	ca, err := fw.CACert()
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		return 125
+	}
+	s := &session{conn: conn, fw: fw, plan: plan, keep: rf.keep, debug: opts.Debug, stderr: stderr}
+	s.spec = remoteSpec(r, argv, conn.SSH.Target, plan, ca)
+	s.sync = syncConfig(conn, r, plan)
+	return s.run(context.Background())
+}
+
+// localPlan plans the jail here, as for a local run: its network and
+// secrets are the proxy's, which runs here; the remote plans the rest.
+func localPlan(r *resolvedPolicy, argv []string) (*linux.Plan, error) {
+	facts, err := linux.Gather(r.pol, r.home, r.cwd)
+	if err != nil {
+		return nil, err
+	}
+	facts.Command = r.command
+	return linux.Build(r.pol, facts, argv)
 }
 
 // remoteConn is the connection to --remote's target: a named host of
@@ -77,51 +115,113 @@ func remoteConn(arg, home string) (*remote.Conn, error) {
 	return &remote.Conn{SSH: s, Interactive: isTerminal(0) && isTerminal(2)}, nil
 }
 
-// remoteSpec is the spec of this run: the policy, the command, and its
-// environment with every secret a placeholder of a key that stays here.
-func remoteSpec(r *resolvedPolicy, argv []string, t remote.Target) *remote.Spec {
-	session := randomID()
-	env := jail.PlanEnv(os.Environ(), r.pol, jail.NewSessionKey(), session, nil)
+// remoteSpec is the spec of this run: the policy, the command, and the
+// local plan's environment, every secret a placeholder of the key the
+// local proxy holds.
+func remoteSpec(r *resolvedPolicy, argv []string, t remote.Target, plan *linux.Plan, ca []byte) *remote.Spec {
 	return &remote.Spec{
-		Policy: r.pol, Argv: argv, Env: env.Env, Session: session,
-		Framed:    !isTerminal(0) || !isTerminal(2),
+		Policy: r.pol, Argv: argv, Env: plan.Env.Env, Session: plan.Session,
 		LocalHome: r.home, LocalRoot: r.pol.ProjectRoot, LocalCwd: r.cwd,
-		Dir: t.RemoteDir(r.pol.ProjectRoot),
+		Dir:    t.RemoteDir(r.pol.ProjectRoot),
+		Framed: !isTerminal(0) || !isTerminal(2),
+		Linked: true, CA: ca,
 	}
 }
 
-func randomID() string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// remoteSession probes the remote and writes the spec there (one round
-// trip), installs jail when its checksum differs, then runs the command
-// there and relays its exit code.
-func remoteSession(ctx context.Context, conn *remote.Conn, spec *remote.Spec, debug bool, stderr io.Writer) int {
+// syncConfig is how the project goes to the remote workspace and back:
+// masked files as the masked copies the local proxy knows the
+// placeholders of, by rsync over the same ssh when both ends have it.
+func syncConfig(conn *remote.Conn, r *resolvedPolicy, plan *linux.Plan) remote.SyncConfig {
+	copies := map[string]string{}
+	for _, e := range plan.EnvFiles {
+		copies[e.Path] = e.Copy
+	}
 	t := conn.SSH.Target
-	b, err := spec.Encode()
-	if err != nil {
-		fmt.Fprintf(stderr, "jail: encoding the remote spec: %v\n", err)
-		return 125
+	return remote.SyncConfig{
+		Conn: conn, Host: t.Shown(), Dir: t.RemoteDir(r.pol.ProjectRoot),
+		Policy: r.pol, Home: r.home, StateDir: jail.StateDir(r.home, os.Getenv),
+		Mask: remote.MaskedCopies(copies),
+		Rsh:  append([]string{remote.Path}, conn.SSH.Options(true)...), RshHost: t.String(),
 	}
-	facts, err := remote.Probe(ctx, conn, b)
+}
+
+// session is one jail --remote run.
+type session struct {
+	conn   *remote.Conn
+	fw     *remote.Forward
+	plan   *linux.Plan
+	spec   *remote.Spec
+	sync   remote.SyncConfig
+	keep   bool
+	debug  bool
+	stderr io.Writer
+}
+
+// run probes the remote and writes the spec there (one round trip),
+// installs jail when its checksum differs, syncs the project, runs the
+// command there with the forwards, brings the changes back and cleans up.
+func (s *session) run(ctx context.Context) int {
+	t := s.conn.SSH.Target
+	b, err := s.spec.Encode()
+	if err != nil {
+		return s.fail("encoding the remote spec: %v", err)
+	}
+	facts, err := remote.Probe(ctx, s.conn, b)
 	if err == nil {
 		err = facts.CanJail(t)
 	}
-	if err == nil {
-		err = installJail(ctx, conn, facts, debug, stderr)
+	if err != nil {
+		return s.fail("%v", err)
+	}
+	defer s.cleanup(ctx, facts.SessionDir)
+	if err := installJail(ctx, s.conn, facts, s.debug, s.stderr); err != nil {
+		return s.fail("%v", err)
+	}
+	if _, err := remote.Sync(ctx, s.sync); err != nil {
+		return s.fail("syncing the project to %s: %v", t.Shown(), err)
+	}
+	fwd, err := s.fw.SSHArgs(facts.SessionDir)
+	if err != nil {
+		return s.fail("%v", err)
+	}
+	cmd := s.conn.Command(ctx, remote.Script(runScript, facts.SessionDir+"/spec.json"), !s.spec.Framed, fwd...)
+	code := relay(cmd, s.spec.Framed, s.fw.Lost(), s.stderr)
+	back, err := remote.SyncBack(ctx, s.sync)
+	if back != nil {
+		for _, l := range back.Lines() {
+			fmt.Fprintf(s.stderr, "jail: %s\n", l)
+		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "jail: %v\n", err)
-		return 125
+		fmt.Fprintf(s.stderr, "jail: %v\n", err)
+		if code == 0 {
+			code = 125
+		}
+		return code
 	}
-	if spec.Net == nil && !spec.Policy.NoNetwork {
-		fmt.Fprintf(stderr, "jail: warning: the command runs on %s without a network (loopback only): the network over ssh is not part of this jail yet\n", t.Shown())
+	if !s.keep {
+		if err := remote.RemoveWorkspace(ctx, s.sync); err != nil {
+			fmt.Fprintf(s.stderr, "jail: warning: %v\n", err)
+		}
 	}
-	cmd := conn.Command(ctx, remote.Script(runScript, facts.SessionDir+"/spec.json"), !spec.Framed)
-	return relay(cmd, spec.Framed, stderr)
+	return code
+}
+
+func (s *session) fail(format string, args ...any) int {
+	fmt.Fprintf(s.stderr, "jail: "+format+"\n", args...)
+	return 125
+}
+
+// cleanup removes the remote session directory and ends the session's
+// forwardings in the control master, which would keep them.
+func (s *session) cleanup(ctx context.Context, dir string) {
+	if script, err := remote.CleanupScript(dir); err == nil {
+		s.conn.Run(ctx, script, nil, nil, nil)
+	}
+	if args, err := s.fw.CancelArgs(dir); err == nil {
+		cancel := exec.CommandContext(ctx, remote.Path, append(s.conn.SSH.Options(true), append(args, "--", s.conn.SSH.Target.String())...)...)
+		cancel.Run()
+	}
 }
 
 // installJail uploads the binaries the remote lacks.
@@ -142,7 +242,7 @@ func installJail(ctx context.Context, conn *remote.Conn, facts *remote.RemoteFac
 // command's exit code. Without a terminal, stdin goes as frames with a
 // heartbeat. A signal to jail goes to ssh, whose end ends the remote
 // command; jail then exits 128+N.
-func relay(cmd *exec.Cmd, framed bool, stderr io.Writer) int {
+func relay(cmd *exec.Cmd, framed bool, lost <-chan struct{}, stderr io.Writer) int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = sshAttr()
 	stop := make(chan struct{})
@@ -164,13 +264,23 @@ func relay(cmd *exec.Cmd, framed bool, stderr io.Writer) int {
 		return 125
 	}
 	var got atomic.Int32
+	var cut atomic.Bool
 	done := make(chan struct{})
 	go func() {
+		var grace <-chan time.Time
 		for {
 			select {
 			case s := <-sigs:
 				got.Store(int32(s.(syscall.Signal)))
 				cmd.Process.Signal(s)
+			case <-lost:
+				// The remote jail closed the link (done: its status is on
+				// its way), or the link was cut: ssh may hang on a dead
+				// connection.
+				lost, grace = nil, time.After(linkGrace)
+			case <-grace:
+				cut.Store(true)
+				cmd.Process.Kill()
 			case <-done:
 				return
 			}
@@ -180,6 +290,9 @@ func relay(cmd *exec.Cmd, framed bool, stderr io.Writer) int {
 	close(done)
 	var ee *exec.ExitError
 	switch {
+	case cut.Load():
+		fmt.Fprintf(stderr, "jail: the link to the remote jail ended and ssh did not; the remote jail stopped itself (no network, nothing left running)\n")
+		return 125
 	case err == nil:
 		return 0
 	case got.Load() != 0 && (!errors.As(err, &ee) || ee.ExitCode() == 255 || ee.ExitCode() < 0):

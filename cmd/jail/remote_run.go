@@ -59,7 +59,7 @@ func remoteRun(specPath string, lost func(), stderr io.Writer) (int, error) {
 	if err != nil {
 		return 125, err
 	}
-	plan, code, err := remotePlan(spec, stderr)
+	plan, code, err := remotePlan(spec, filepath.Dir(specPath), stderr)
 	if plan == nil {
 		return code, err
 	}
@@ -74,7 +74,7 @@ func remoteRun(specPath string, lost func(), stderr io.Writer) (int, error) {
 // remotePlan plans the spec's policy on this machine: its paths moved to
 // this home and the project's remote directory, the command found on
 // this PATH, the environment as the local side made it.
-func remotePlan(spec *remote.Spec, stderr io.Writer) (*linux.Plan, int, error) {
+func remotePlan(spec *remote.Spec, dir string, stderr io.Writer) (*linux.Plan, int, error) {
 	home, err := jail.HomeDir()
 	if err != nil {
 		return nil, 125, err
@@ -91,7 +91,7 @@ func remotePlan(spec *remote.Spec, stderr io.Writer) (*linux.Plan, int, error) {
 	}
 	pol := spec.Policy
 	spec.Translate(pol, paths)
-	if spec.Net == nil {
+	if !spec.Linked {
 		pol.NoNetwork = true
 	}
 	keepEnv(pol, spec.Env)
@@ -111,6 +111,11 @@ func remotePlan(spec *remote.Spec, stderr io.Writer) (*linux.Plan, int, error) {
 	facts.Command = command
 	facts.Env = remoteEnv(spec.Env, spec.LocalHome, home)
 	facts.Session = spec.Session
+	if spec.Linked {
+		if err := linkTo(facts, dir, spec.CA); err != nil {
+			return nil, 125, err
+		}
+	}
 	plan, err := linux.Build(pol, facts, spec.Argv)
 	if err != nil {
 		return nil, 125, err
@@ -122,6 +127,22 @@ func remotePlan(spec *remote.Spec, stderr io.Writer) (*linux.Plan, int, error) {
 		fmt.Fprintf(stderr, "jail: --best-effort: running without %s\n", g)
 	}
 	return plan, 0, nil
+}
+
+// linkTo points the plan at the local proxy's sockets and the control
+// socket that ssh forwards into the session directory dir, with the
+// proxy's CA beside them.
+func linkTo(facts *linux.Facts, dir string, ca []byte) error {
+	if err := remote.ValidRemoteDir(dir); err != nil {
+		return err
+	}
+	if len(ca) > 0 {
+		if err := os.WriteFile(linux.ExternalCA(dir), ca, 0o644); err != nil {
+			return fmt.Errorf("writing the proxy's CA certificate: %w", err)
+		}
+	}
+	facts.External = dir
+	return nil
 }
 
 // keepEnv makes the remote plan keep the environment the local side

@@ -106,7 +106,7 @@ func TestScriptQuotesArguments(t *testing.T) {
 // with the fix, and a remote that reports no session is never used.
 func TestProbeRefusals(t *testing.T) {
 	tg := Target{Host: "box"}
-	ok := "home /home/u\nos Linux " + Uname(hostArch()) + "\nbwrap /usr/bin/bwrap\nuserns ok\nsession /tmp/jail-r.abc\n"
+	ok := "home /home/u\nos Linux " + Uname(hostArch()) + "\nbwrap /usr/bin/bwrap\nuserns ok\nsession /tmp/jail-r.abcdefghij\n"
 	if err := parseProbe(ok).CanJail(tg); err != nil {
 		t.Fatalf("a good remote: %v", err)
 	}

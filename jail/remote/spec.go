@@ -35,16 +35,14 @@ type Spec struct {
 	// session has no terminal, and the link's end is told apart from the
 	// input's.
 	Framed bool
-	// Net holds the remote paths of the forwarded proxy sockets; nil runs
-	// the command without a network.
-	Net *NetSpec `json:",omitempty"`
-}
-
-// NetSpec are the remote ends of the sockets ssh forwards to the local
-// proxy, and of the control socket whose end ends the command.
-type NetSpec struct {
-	HTTP, SOCKS, Capture, DNS string
-	Control                   string
+	// Linked says ssh forwards the local proxy's sockets (with a network)
+	// and the control socket into the session directory, the spec's own:
+	// the remote plan's network is the local proxy, and the jail lives as
+	// long as the link. Without it the command runs without a network.
+	Linked bool
+	// CA is the local proxy's CA certificate (PEM), which the remote jail
+	// trusts; empty without a network.
+	CA []byte `json:",omitempty"`
 }
 
 // Encode is the spec as remote-run reads it.

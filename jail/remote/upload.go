@@ -50,8 +50,8 @@ type RemoteFacts struct {
 // checksums cached beside them by size, inode, modification and change
 // time: any write to a binary changes its change time), whether
 // bubblewrap runs with a user namespace, and, when it can run a jail,
-// makes a fresh private session directory and writes stdin there as the
-// spec. $1 lists the uname -m values jail has binaries for; nothing is
+// makes a fresh private session directory (net/ in it for the forwarded
+// sockets, short for their names) and writes stdin there as the spec. $1 lists the uname -m values jail has binaries for; nothing is
 // made when the remote is not Linux on one of them, or cannot jail.
 const probeScript = `umask 077
 d="$HOME/` + BinDir + `"
@@ -74,7 +74,7 @@ b=$(command -v bwrap) || exit 0
 echo "bwrap $b"
 if e=$("$b" --unshare-user --ro-bind / / true 2>&1); then echo userns ok; else echo "userns no $e" | tr '\n' ' '; echo; exit 0; fi
 [ "$2" = session ] || exit 0
-s=$(mktemp -d /tmp/jail-r.XXXXXXXX) && cat >"$s/spec.json" && echo "session $s"
+s=$(mktemp -d /tmp/jail-r.XXXXXXXXXX) && mkdir "$s/net" && cat >"$s/spec.json" && echo "session $s"
 `
 
 // Probe runs the probe in one round trip, sending spec for the session
@@ -154,6 +154,7 @@ func (f *RemoteFacts) CanJail(t Target) error {
 	case f.SessionDir == "":
 		return fmt.Errorf("%s: the probe made no session directory under /tmp; check that /tmp is writable there", t.Shown())
 	}
+	return ValidRemoteDir(f.SessionDir)
 	return nil
 }
 
