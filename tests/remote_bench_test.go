@@ -10,8 +10,8 @@ import (
 )
 
 // TestRemoteBench (JAIL_REMOTE_BENCH=1, run by make bench): the start-up
-// of a second jail --remote run of `true` that changes nothing (no
-// upload), against plain `ssh host true` over loopback sshd, as medians of
+// of a second jail --remote --remote-keep run of `true` that changes
+// nothing (no upload, nothing to sync either way), against plain `ssh host true` over loopback sshd, as medians of
 // interleaved runs. The second run must cost at most the plain ssh plus
 // 150 ms.
 func TestRemoteBench(t *testing.T) {
@@ -21,7 +21,7 @@ func TestRemoteBench(t *testing.T) {
 	s := NewSandbox(t, runners(t)[0])
 	d := startRemoteSSHD(t, "")
 	d.client(s, true, "")
-	if r := s.Jail("--remote", d.Target(), "--no-network", "--", "true"); r.Code != 0 {
+	if r := s.Jail("--remote", d.Target(), "--remote-keep", "--no-network", "--", "true"); r.Code != 0 {
 		t.Fatalf("first run:\n%s", r)
 	}
 	plain := func() time.Duration {
@@ -35,7 +35,7 @@ func TestRemoteBench(t *testing.T) {
 	}
 	var jailed, direct []time.Duration
 	for i := 0; i < 15; i++ {
-		r := s.Jail("--remote", d.Target(), "--no-network", "--", "true")
+		r := s.Jail("--remote", d.Target(), "--remote-keep", "--no-network", "--", "true")
 		if r.Code != 0 {
 			t.Fatalf("run %d:\n%s", i, r)
 		}
