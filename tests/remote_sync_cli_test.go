@@ -143,3 +143,30 @@ func childNamed(pid int, name string) int {
 	}
 	return 0
 }
+
+// TestRemoteFetch: what a run left in a kept remote workspace (a change
+// made there after the run, as a dropped link leaves one) comes back with
+// --remote-fetch, which runs nothing and then removes the workspace.
+func TestRemoteFetch(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		d := startRemoteSSHD(t, "")
+		d.client(s, true, "")
+		if r := s.Jail("--remote", d.Target(), "--remote-keep", "--", "true"); r.Code != 0 {
+			t.Fatalf("kept run:\n%s", r)
+		}
+		d.asRemote(t, `echo later >`+d.remoteDir(s)+`/later.txt`)
+		r := s.Jail("--remote", d.Target(), "--remote-fetch")
+		if r.Code != 0 {
+			t.Fatalf("--remote-fetch:\n%s", r)
+		}
+		if b, err := os.ReadFile(s.Project + "/later.txt"); err != nil || string(b) != "later\n" {
+			t.Errorf("--remote-fetch did not bring the remote change back: %q %v", b, err)
+		}
+		if _, err := os.Stat(d.remoteDir(s)); err == nil {
+			t.Errorf("--remote-fetch left the workspace without --remote-keep")
+		}
+		if r := s.Jail("--remote", d.Target(), "--remote-fetch", "--", "true"); r.Code != 125 {
+			t.Errorf("--remote-fetch with a command: want 125:\n%s", r)
+		}
+	})
+}

@@ -23,6 +23,7 @@ import (
 type remoteFlags struct {
 	target string // --remote [user@]host[:port] or a named host
 	keep   bool   // --remote-keep: keep the remote workspace
+	fetch  bool   // --remote-fetch: fetch what a run left there
 }
 
 // linkGrace is how long ssh has to exit once the link ended.
@@ -85,7 +86,7 @@ func runRemote(rf remoteFlags, opts jail.Options, argv []string, stderr io.Write
 	}
 	s := &session{conn: conn, fw: fw, plan: plan, keep: rf.keep, debug: opts.Debug, stderr: stderr}
 	s.spec = remoteSpec(r, argv, conn.SSH.Target, plan, ca)
-	s.sync = syncConfig(conn, r, plan)
+	s.sync = syncConfig(conn, r, envCopies(plan))
 	return s.run(context.Background())
 }
 
@@ -131,11 +132,7 @@ func remoteSpec(r *resolvedPolicy, argv []string, t remote.Target, plan *linux.P
 // syncConfig is how the project goes to the remote workspace and back:
 // masked files as the masked copies the local proxy knows the
 // placeholders of, by rsync over the same ssh when both ends have it.
-func syncConfig(conn *remote.Conn, r *resolvedPolicy, plan *linux.Plan) remote.SyncConfig {
-	copies := map[string]string{}
-	for _, e := range plan.EnvFiles {
-		copies[e.Path] = e.Copy
-	}
+func syncConfig(conn *remote.Conn, r *resolvedPolicy, copies map[string]string) remote.SyncConfig {
 	t := conn.SSH.Target
 	return remote.SyncConfig{
 		Conn: conn, Host: t.Shown(), Dir: t.RemoteDir(r.pol.ProjectRoot),
@@ -143,6 +140,49 @@ func syncConfig(conn *remote.Conn, r *resolvedPolicy, plan *linux.Plan) remote.S
 		Mask: remote.MaskedCopies(copies),
 		Rsh:  append([]string{remote.Path}, conn.SSH.Options(true)...), RshHost: t.String(),
 	}
+}
+
+// envCopies are the masked copies of the plan's .env files, by path.
+func envCopies(plan *linux.Plan) map[string]string {
+	copies := map[string]string{}
+	for _, e := range plan.EnvFiles {
+		copies[e.Path] = e.Copy
+	}
+	return copies
+}
+
+// fetchRemote brings back what a run left in the remote workspace (its
+// link dropped before the changes came back), then removes the workspace
+// unless --remote-keep.
+func fetchRemote(rf remoteFlags, opts jail.Options, stderr io.Writer) int {
+	r, err := resolvePolicy(opts, []string{"true"})
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		return 125
+	}
+	conn, err := remoteConn(rf.target, r.home)
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		return 125
+	}
+	cfg := syncConfig(conn, r, nil)
+	ctx := context.Background()
+	back, err := remote.SyncBack(ctx, cfg)
+	if back != nil {
+		for _, l := range back.Lines() {
+			fmt.Fprintf(stderr, "jail: %s\n", l)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: %v\n", err)
+		return 125
+	}
+	if !rf.keep {
+		if err := remote.RemoveWorkspace(ctx, cfg); err != nil {
+			fmt.Fprintf(stderr, "jail: warning: %v\n", err)
+		}
+	}
+	return 0
 }
 
 // session is one jail --remote run.

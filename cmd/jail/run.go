@@ -93,6 +93,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	fs.BoolVar(&showVersion, "version", false, "print the version")
 	fs.StringVar(&rf.target, "remote", "", "run on `HOST` ([user@]host[:port], an ssh alias, or a name in your config's \"remote\") over ssh")
 	fs.BoolVar(&rf.keep, "remote-keep", false, "with --remote: keep the remote workspace for the next run")
+	fs.BoolVar(&rf.fetch, "remote-fetch", false, "with --remote: fetch the changes a run left in the remote workspace (after a dropped link), run nothing")
 	help := fs.BoolP("help", "h", false, "show this help")
 	platform := fs.String("platform", runtime.GOOS, "plan for `OS` (linux or darwin); jail runs only the running OS's")
 
@@ -127,6 +128,13 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 			return 125
 		}
 		argv = []string{"/bin/sh", "-c", shellString}
+	}
+	if rf.fetch {
+		if !fs.Changed("remote") || len(argv) > 0 || planOnly {
+			fmt.Fprintln(stderr, "jail: --remote-fetch goes with --remote HOST and no command: jail --remote HOST --remote-fetch")
+			return 125
+		}
+		return fetchRemote(rf, opts, stderr)
 	}
 	if len(argv) == 0 {
 		fmt.Fprint(stderr, "jail: no command given\n"+usage+fs.FlagUsages())
