@@ -21,8 +21,11 @@ func TestRemoteNetworkIsLocalProxy(t *testing.T) {
 		d.client(s, true, "")
 		g := setupSecrets(t, s, []string{"MY_API_KEY"}, nil, nil)
 		real := g.Real["MY_API_KEY"]
+		const fromEnvFile = "bound-from-envfile-4f3e2d1c0b9a"
+		s.WriteFile(s.Project+"/.env", "MY_API_KEY="+fromEnvFile+"\n", 0o600)
 		r := s.Jail("--remote", d.Target(), "--", "sh", "-c", `echo "ph=$MY_API_KEY"; echo "session=$JAIL_SESSION"
 curl -sS -m 20 -H "Authorization: Bearer $MY_API_KEY" https://`+boundHost+`/remote-inject; echo "bound=$?"
+. ./.env; curl -sS -m 20 -H "X-Bound: $MY_API_KEY" https://`+boundHost+`/envfile-inject; echo "envfile=$?"; echo "envph=$MY_API_KEY"
 curl -sS -m 20 -o /dev/null https://denied.example.test/x; echo "denied=$?"`)
 		if r.Code != 0 {
 			t.Fatalf("remote run:\n%s", r)
@@ -38,6 +41,12 @@ curl -sS -m 20 -o /dev/null https://denied.example.test/x; echo "denied=$?"`)
 		if len(got) != 1 || got[0].Header.Get("Authorization") != "Bearer "+real {
 			t.Fatalf("the upstream did not get the real value injected: %v", got)
 		}
+		if strings.Contains(r.Stdout, fromEnvFile) {
+			t.Errorf("the .env value reached the remote command:\n%s", r)
+		}
+		if got := g.Bound.At("/envfile-inject"); len(got) != 1 || got[0].Header.Get("X-Bound") != fromEnvFile {
+			t.Errorf("a .env secret's placeholder sent remotely was not injected here: %v\n%s", got, r)
+		}
 		log := string(mustRead(t, decisionLog(s)))
 		session := sessionOf(t, r)
 		if !strings.Contains(log, session) || !strings.Contains(log, boundHost) || !strings.Contains(log, "denied.example.test") {
@@ -45,7 +54,7 @@ curl -sS -m 20 -o /dev/null https://denied.example.test/x; echo "denied=$?"`)
 		}
 		filepath.WalkDir(d.Home(), func(p string, e fs.DirEntry, err error) error {
 			if err == nil && e.Type().IsRegular() {
-				if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(real)) {
+				if b, err := os.ReadFile(p); err == nil && (bytes.Contains(b, []byte(real)) || bytes.Contains(b, []byte(fromEnvFile))) {
 					t.Errorf("the real value is on the remote in %s", p)
 				}
 			}

@@ -120,6 +120,7 @@ func remotePlan(spec *remote.Spec, dir string, stderr io.Writer) (*linux.Plan, i
 	if err != nil {
 		return nil, 125, err
 	}
+	keepSyncedEnvFiles(plan)
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(stderr, "jail: warning: %s\n", jail.Escaped(w))
 	}
@@ -143,6 +144,23 @@ func linkTo(facts *linux.Facts, dir string, ca []byte) error {
 	}
 	facts.External = dir
 	return nil
+}
+
+// keepSyncedEnvFiles shows each .env file read-only as it was synced,
+// already masked with the placeholders the local proxy knows: masking it
+// again here would give it placeholders of this jail's own key, which
+// nothing could inject.
+func keepSyncedEnvFiles(plan *linux.Plan) {
+	synced := map[string]string{}
+	for _, ef := range plan.EnvFiles {
+		synced[ef.Copy] = ef.Path
+	}
+	for i, op := range plan.Ops {
+		if p, ok := synced[op.Src]; ok && op.Kind == "ro-bind" {
+			plan.Ops[i].Src = p
+		}
+	}
+	plan.EnvFiles = nil
 }
 
 // keepEnv makes the remote plan keep the environment the local side

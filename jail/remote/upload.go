@@ -155,7 +155,6 @@ func (f *RemoteFacts) CanJail(t Target) error {
 		return fmt.Errorf("%s: the probe made no session directory under /tmp; check that /tmp is writable there", t.Shown())
 	}
 	return ValidRemoteDir(f.SessionDir)
-	return nil
 }
 
 // userNSFix names the sysctl that keeps user namespaces off.
