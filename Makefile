@@ -59,6 +59,8 @@ e2e: test-deps
 # proxy's figures are medians of hundreds of interleaved pairs; the
 # network rows (new connection, keep-alive, bulk HTTPS and HTTP, RSS
 # under 64 streams) go through the built jail against curl on the host.
+# A second jail --remote run that changes nothing is timed against plain
+# ssh host true over loopback sshd.
 bench: build test-deps
 	$(GO) test -run '^$$' -bench Startup -benchtime 40x -count 3 ./tests/
 	$(GO) test -run '^$$' -bench ExecWithRules -benchtime 5x -count 1 ./tests/
@@ -66,6 +68,7 @@ bench: build test-deps
 	$(GO) test -run '^$$' -bench 'Intercept|Inject' -benchtime 3x -count 2 ./proxy/
 	$(GO) test -run '^$$' -bench 'Generate|Build' -count 3 ./darwin/
 	JAIL_NET_BENCH=1 $(GO) test -count=1 -v -run '^TestNetBench$$' ./tests/
+	JAIL_REMOTE_BENCH=1 $(GO) test -count=1 -v -run '^TestRemoteBench$$' ./tests/
 	JAIL_SOAK_REQUESTS=100000 $(GO) test -count=1 -v -run '^TestProxySoak$$' ./tests/
 	JAIL_AGENT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run '^TestAgentSessionsWallTime$$' ./tests/
 

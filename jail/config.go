@@ -34,6 +34,10 @@ type Config struct {
 	AgentSandbox string `json:"agentSandbox,omitempty" noun:"an agent name"`
 	// Learned records what a learning run saw; it informs, it grants nothing.
 	Learned LearnedConfig `json:"learned,omitempty"`
+	// Remote names the hosts jail --remote NAME runs on. Only the user's
+	// own config may set it: a project must not pick where the user's code
+	// and agent go.
+	Remote map[string]RemoteHost `json:"remote,omitempty" noun:"a host object" mapnoun:"host objects"`
 
 	// Project marks the project's own jail.json among the layers: what it
 	// widens needs the user's trust.
@@ -109,6 +113,17 @@ type LearnedConfig struct {
 	Tracer     string   `json:"tracer,omitempty" noun:"a string"`
 	Programs   []string `json:"programs,omitempty" noun:"paths"`
 	KeptDenied []string `json:"keptDenied,omitempty" noun:"strings"`
+}
+
+// RemoteHost is one named remote host: where jail --remote NAME connects
+// and where the project goes there.
+type RemoteHost struct {
+	Host string `json:"host,omitempty" noun:"a host name or ssh alias"`
+	User string `json:"user,omitempty" noun:"a user name"`
+	Port int    `json:"port,omitempty" noun:"a port number"`
+	// Dir is the project's directory on the host; {project} is replaced
+	// by the project's key, ~/ is the remote user's home.
+	Dir string `json:"dir,omitempty" noun:"a path"`
 }
 
 // ConfigError is a problem in a config file, with its position.
@@ -227,6 +242,12 @@ func (d *decoder) decode(n *jsonc.Node, v reflect.Value, name, noun string) erro
 				return err
 			}
 		}
+	case reflect.Int:
+		i, err := strconv.Atoi(n.Str)
+		if n.Kind != jsonc.Number || err != nil {
+			return d.errAt(n.Start, "%s must be %s, got %s", what, noun, n.Kind)
+		}
+		v.SetInt(int64(i))
 	case reflect.String:
 		if n.Kind != jsonc.String {
 			return d.errAt(n.Start, "%s must be %s, got %s", what, noun, n.Kind)
@@ -376,6 +397,11 @@ func (d *decoder) validate(root *jsonc.Node, c *Config) error {
 			return err
 		}
 	}
+	for _, m := range members("remote") {
+		if err := d.validateRemote(m); err != nil {
+			return err
+		}
+	}
 	for _, it := range items("env", "pass") {
 		if !validEnvName(it.Str) {
 			return d.errAt(it.Start, "%q is not a variable name", it.Str)
@@ -418,6 +444,45 @@ func (d *decoder) validateSecretEnv(m jsonc.Member) error {
 		}
 	}
 	return nil
+}
+
+// validateRemote checks one named remote host: a name and a host that
+// cannot be taken for an ssh option, a port in range.
+func (d *decoder) validateRemote(m jsonc.Member) error {
+	if !validRemoteWord(m.Key) {
+		return d.errAt(m.KeyOff, "remote host name %q must be letters, digits, '.', '_' or '-'", m.Key)
+	}
+	for _, key := range []string{"host", "user"} {
+		if n := find(m.Value, key); n != nil && !validRemoteWord(n.Str) {
+			return d.errAt(n.Start, "remote %s: %q %q must be letters, digits, '.', '_' or '-', not starting with '-'", m.Key, key, n.Str)
+		}
+	}
+	if find(m.Value, "host") == nil {
+		return d.errAt(m.KeyOff, "remote %s needs a \"host\"", m.Key)
+	}
+	if n := find(m.Value, "port"); n != nil {
+		if p, err := strconv.Atoi(n.Str); err != nil || p < 1 || p > 65535 {
+			return d.errAt(n.Start, "remote %s: \"port\" must be 1-65535, got %s", m.Key, n.Str)
+		}
+	}
+	if n := find(m.Value, "dir"); n != nil && (strings.ContainsRune(n.Str, 0) || n.Str == "") {
+		return d.errAt(n.Start, "remote %s: \"dir\" must be a path", m.Key)
+	}
+	return nil
+}
+
+// validRemoteWord is a host, user or alias name that ssh cannot read as
+// an option or anything but a name.
+func validRemoteWord(s string) bool {
+	if s == "" || s[0] == '-' || len(s) > 253 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '.' || r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func validEnvName(s string) bool {

@@ -317,7 +317,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown top-level key lists the expected ones",
 			doc:     `{"foo": 1}`,
-			wantErr: `jail.json:1:2: unknown key "foo"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, secrets`, exact: true,
+			wantErr: `jail.json:1:2: unknown key "foo"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true,
 		},
 		{
 			name:    "unknown nested key lists the expected ones",
@@ -469,7 +469,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "tab and CRLF positions",
 			doc:     "{\r\n\t\"x\": 1\r\n}",
-			wantErr: `jail.json:2:2: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, secrets`, exact: true,
+			wantErr: `jail.json:2:2: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true,
 		},
 		{
 			name:    "nested too deep (66 levels)",
@@ -664,7 +664,7 @@ func TestParseConfigRegressions(t *testing.T) {
 			// The byte order mark is counted as a column; editors do not show it.
 			name:    "byte order mark does not shift columns",
 			doc:     "\xef\xbb\xbf{\"x\": 1}",
-			wantErr: `jail.json:1:2: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, secrets`,
+			wantErr: `jail.json:1:2: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`,
 		},
 		{
 			// Five digits pass the length check, but 99999 is not a port.
@@ -835,7 +835,7 @@ func TestLoadConfigFile(t *testing.T) {
 		{name: "exactly 4 MiB", data: pad(4 << 20)},
 		{name: "one byte over 4 MiB", data: pad(4<<20 + 1), wantErr: "big.json: file is larger than 4 MiB; is this really a jail config?", exact: true},
 		{name: "8 MiB", data: pad(8 << 20), wantErr: "big.json: file is larger than 4 MiB; is this really a jail config?", exact: true},
-		{name: "syntax error carries the display name", data: []byte("{\n  \"x\": 1\n}"), wantErr: `big.json:2:3: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, secrets`, exact: true},
+		{name: "syntax error carries the display name", data: []byte("{\n  \"x\": 1\n}"), wantErr: `big.json:2:3: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write("big.json", tc.data)
@@ -1391,7 +1391,7 @@ func TestLoadLayersConfigOrder(t *testing.T) {
 		bad := filepath.Join(tmp, "bad")
 		write(filepath.Join(bad, "jail.json"), "{\n  \"allowWrite\": [\".\"]\n}")
 		_, _, err := LoadLayers(Options{}, nil, bad, home, func(string) string { return "" })
-		want := `jail.json:2:3: unknown key "allowWrite"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, secrets`
+		want := `jail.json:2:3: unknown key "allowWrite"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`
 		if err == nil || err.Error() != want {
 			t.Errorf("got %v, want %s", err, want)
 		}

@@ -163,6 +163,12 @@ func LoadLayers(opts Options, argv []string, cwd, home string, getenv func(strin
 		}
 	}
 	layers = append(append(append([]*Config{}, layers[:userLayers]...), prof...), layers[userLayers:]...)
+	for _, c := range layers[userLayers:] {
+		if len(c.Remote) > 0 {
+			return nil, "", fmt.Errorf("%s names \"remote\" hosts, which only your own config.json may name (a project or profile must not pick where your code and agent go); remove the key, or move it to %s",
+				displayPath(c.File, cwd), filepath.Join(UserConfigDir(home, getenv), "config.json"))
+		}
+	}
 
 	flags := &Config{Dir: cwd}
 	flags.Filesystem.AllowRead = opts.AllowRead
@@ -322,3 +328,17 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 
 func (e *ExitError) Unwrap() error { return e.Err }
+
+// RemoteHosts are the named remote hosts of the user's own config.json
+// (none when it has none).
+func RemoteHosts(home string, getenv func(string) string) (map[string]RemoteHost, error) {
+	p := filepath.Join(UserConfigDir(home, getenv), "config.json")
+	c, err := LoadConfigFile(p, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.Remote, nil
+}

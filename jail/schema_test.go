@@ -85,7 +85,7 @@ func (js jsonSchema) matchType(t *testing.T, path string, s map[string]any, typ 
 		js.matchShortForm(t, path, branches, typ)
 		return
 	}
-	want := map[reflect.Kind]string{reflect.Struct: "object", reflect.Map: "object", reflect.Slice: "array", reflect.String: "string"}[typ.Kind()]
+	want := map[reflect.Kind]string{reflect.Struct: "object", reflect.Map: "object", reflect.Slice: "array", reflect.String: "string", reflect.Int: "integer"}[typ.Kind()]
 	if want == "" {
 		t.Errorf("%s: Go type %s has no schema mapping; extend this test", path, typ)
 		return

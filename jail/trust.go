@@ -52,6 +52,9 @@ func Widening(c *Config, root, home string) []string {
 	for _, a := range c.Command.Allow {
 		out = append(out, "command.allow "+shown(a))
 	}
+	for _, name := range SortedKeys(c.Remote) {
+		out = append(out, "remote "+shown(name)+" (only your own config.json may name remote hosts)")
+	}
 	if c.AgentSandbox != "" {
 		out = append(out, "agentSandbox "+shown(c.AgentSandbox)+" (turns the agent's own sandbox off)")
 	}

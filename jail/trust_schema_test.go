@@ -133,6 +133,18 @@ var trustDecisions = map[string]trustDecision{
 	"agentSandbox": {"widens: it turns off a confinement the user may have chosen for the agent, inside the jail's", []trustCase{
 		widens("agentSandbox codex (turns the agent's own sandbox off)", func(c *Config, _, _ string) { c.AgentSandbox = "codex" }),
 	}},
+	"remote.*.host": {"refused in a project (LoadLayers), and reported should one get that far: it picks where the code and agent go", []trustCase{
+		widens("remote box", func(c *Config, _, _ string) { c.Remote = map[string]RemoteHost{"box": {Host: "evil.example.test"}} }),
+	}},
+	"remote.*.user": {"refused in a project, as remote.*.host", []trustCase{
+		widens("remote box", func(c *Config, _, _ string) { c.Remote = map[string]RemoteHost{"box": {User: "evil"}} }),
+	}},
+	"remote.*.port": {"refused in a project, as remote.*.host", []trustCase{
+		widens("remote box", func(c *Config, _, _ string) { c.Remote = map[string]RemoteHost{"box": {Port: 2222}} }),
+	}},
+	"remote.*.dir": {"refused in a project, as remote.*.host", []trustCase{
+		widens("remote box", func(c *Config, _, _ string) { c.Remote = map[string]RemoteHost{"box": {Dir: "~/x"}} }),
+	}},
 	"learned.command":    {"informational: what a learning run saw", []trustCase{narrows(func(c *Config, _, _ string) { c.Learned.Command = "npm test" })}},
 	"learned.tracer":     {"informational: what a learning run saw", []trustCase{narrows(func(c *Config, _, _ string) { c.Learned.Tracer = "ebpf" })}},
 	"learned.programs":   {"informational: what a learning run saw", []trustCase{narrows(func(c *Config, _, _ string) { c.Learned.Programs = []string{"/usr/bin/node"} })}},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 
 	"github.com/jailsh/jail/jail"
@@ -18,6 +19,9 @@ import (
 // --verbose it also lists the paths every jail masks or keeps read-only.
 func check(args []string, stdout, stderr io.Writer) int {
 	verbose := false
+	if i := slices.Index(args, "--remote"); i >= 0 && i+1 < len(args) {
+		return checkRemote(args[i+1], slices.Delete(slices.Clone(args), i, i+2), stdout, stderr)
+	}
 	for _, a := range args {
 		switch a {
 		case "--verbose", "-v":

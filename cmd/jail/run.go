@@ -22,7 +22,8 @@ const usage = `jail runs a command in a deny-by-default kernel jail.
 usage:
   jail [flags] [--] CMD [ARGS...]   run CMD in the jail; exit with its code
   jail [flags] -c 'STRING'          run a shell string (/bin/sh -c)
-  jail check                        report which protections this machine has
+  jail --remote HOST [flags] -- CMD run CMD in the same jail on HOST over ssh
+  jail check [--remote HOST]        report which protections this machine (or HOST) has
   jail plan [flags] -- CMD          print what would be applied, run nothing
   jail log [-f] [--json] [--session ID]   the proxy's decisions
   jail profiles list | show NAME    built-in and user profiles
@@ -51,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return trustCmd(args[1:], stdout, stderr)
 		case "schema":
 			return schemaCmd(stdout)
+		case "remote-run":
+			return remoteRunCmd(args[1:], stderr)
 		}
 	}
 	return runJail(args, false, stdout, stderr)
@@ -67,6 +70,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		learning    bool
 		watch       bool
 		yes         bool
+		rf          remoteFlags
 	)
 	fs.StringVarP(&opts.Settings, "settings", "s", "", "extra config `FILE` layered over jail.json")
 	fs.StringSliceVar(&opts.Profiles, "profile", nil, "apply profiles `a,b` instead of the one named after the command")
@@ -87,6 +91,9 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	fs.BoolVarP(&opts.Debug, "debug", "d", false, "print the plan before running")
 	fs.StringVarP(&shellString, "command", "c", "", "run `STRING` with /bin/sh -c")
 	fs.BoolVar(&showVersion, "version", false, "print the version")
+	fs.StringVar(&rf.target, "remote", "", "run on `HOST` ([user@]host[:port], an ssh alias, or a name in your config's \"remote\") over ssh")
+	fs.BoolVar(&rf.keep, "remote-keep", false, "with --remote: keep the remote workspace for the next run")
+	fs.BoolVar(&rf.fetch, "remote-fetch", false, "with --remote: fetch the changes a run left in the remote workspace (after a dropped link), run nothing")
 	help := fs.BoolP("help", "h", false, "show this help")
 	platform := fs.String("platform", runtime.GOOS, "plan for `OS` (linux or darwin); jail runs only the running OS's")
 
@@ -122,11 +129,25 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 		}
 		argv = []string{"/bin/sh", "-c", shellString}
 	}
+	if rf.fetch {
+		if !fs.Changed("remote") || len(argv) > 0 || planOnly {
+			fmt.Fprintln(stderr, "jail: --remote-fetch goes with --remote HOST and no command: jail --remote HOST --remote-fetch")
+			return 125
+		}
+		return fetchRemote(rf, opts, stderr)
+	}
 	if len(argv) == 0 {
 		fmt.Fprint(stderr, "jail: no command given\n"+usage+fs.FlagUsages())
 		return 125
 	}
 
+	if fs.Changed("remote") || rf.keep {
+		if planOnly || fs.Changed("platform") || !fs.Changed("remote") {
+			fmt.Fprintln(stderr, "jail: --remote runs a command on a Linux host and --remote-keep goes with it; run jail plan on the remote host itself")
+			return 125
+		}
+		return runRemote(rf, opts, argv, stderr)
+	}
 	if code, done := otherPlatform(*platform, opts, argv, planOnly, stdout, stderr); done {
 		return code
 	}

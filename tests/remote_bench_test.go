@@ -1,0 +1,50 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestRemoteBench (JAIL_REMOTE_BENCH=1, run by make bench): the start-up
+// of a second jail --remote --remote-keep run of `true` that changes
+// nothing (no upload, nothing to sync either way), against plain `ssh host true` over loopback sshd, as medians of
+// interleaved runs. The second run must cost at most the plain ssh plus
+// 150 ms.
+func TestRemoteBench(t *testing.T) {
+	if os.Getenv("JAIL_REMOTE_BENCH") == "" {
+		t.Skip("a benchmark: make bench runs it with JAIL_REMOTE_BENCH=1")
+	}
+	s := NewSandbox(t, runners(t)[0])
+	d := startRemoteSSHD(t, "")
+	d.client(s, true, "")
+	if r := s.Jail("--remote", d.Target(), "--remote-keep", "--no-network", "--", "true"); r.Code != 0 {
+		t.Fatalf("first run:\n%s", r)
+	}
+	plain := func() time.Duration {
+		cmd := exec.Command("/usr/bin/ssh", "-F", filepath.Join(s.Base, "sshc/config"), "-o", "BatchMode=yes", "-o", "ControlPath=none", "-p", strconv.Itoa(d.Port), remoteUser+"@127.0.0.1", "true")
+		s.as(cmd)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("plain ssh: %v\n%s", err, out)
+		}
+		return time.Since(start)
+	}
+	var jailed, direct []time.Duration
+	for i := 0; i < 15; i++ {
+		r := s.Jail("--remote", d.Target(), "--remote-keep", "--no-network", "--", "true")
+		if r.Code != 0 {
+			t.Fatalf("run %d:\n%s", i, r)
+		}
+		jailed = append(jailed, r.Took)
+		direct = append(direct, plain())
+	}
+	mj, md := median(jailed), median(direct)
+	t.Logf("jail --remote (second run, no change): median %v; plain ssh host true: median %v; difference %v", mj, md, mj-md)
+	if mj > md+150*time.Millisecond {
+		t.Errorf("a no-change jail --remote run takes %v, more than plain ssh (%v) + 150 ms", mj, md)
+	}
+}
