@@ -174,7 +174,7 @@ func fetchRemote(rf remoteFlags, opts jail.Options, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "jail: %v\n", err)
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(err.Error())) // names the remote chose
 		return 125
 	}
 	if !rf.keep {
@@ -218,7 +218,7 @@ func (s *session) run(ctx context.Context) int {
 		return s.fail("%v", err)
 	}
 	if _, err := remote.Sync(ctx, s.sync); err != nil {
-		return s.fail("syncing the project to %s: %v", t.Shown(), err)
+		return s.fail("syncing the project to %s: %s", t.Shown(), jail.Escaped(err.Error())) // names the remote chose
 	}
 	fwd, err := s.fw.SSHArgs(facts.SessionDir)
 	if err != nil {
@@ -233,7 +233,7 @@ func (s *session) run(ctx context.Context) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(s.stderr, "jail: %v\n", err)
+		fmt.Fprintf(s.stderr, "jail: %s\n", jail.Escaped(err.Error())) // names the remote chose
 		if code == 0 {
 			code = 125
 		}

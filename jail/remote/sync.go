@@ -147,7 +147,7 @@ func Sync(ctx context.Context, cfg SyncConfig) (*SyncReport, error) {
 // nothing else.
 func checkWorkspace(cfg SyncConfig, rem *remoteList) error {
 	if rem.dir == "/" || rem.dir == rem.home || strings.HasPrefix(rem.home+"/", rem.dir+"/") {
-		return fmt.Errorf("syncing to %s: the remote directory %s is the remote's home or above it; name a directory of its own for the project", cfg.Host, rem.dir)
+		return fmt.Errorf("syncing to %s: the remote directory %s is the remote's home or above it; name a directory of its own for the project", cfg.Host, jail.Escaped(rem.dir))
 	}
 	return nil
 }
@@ -156,18 +156,18 @@ func checkWorkspace(cfg SyncConfig, rem *remoteList) error {
 // sync did not put there: a change not fetched yet, or, without a
 // manifest, a workspace jail does not know.
 func checkFetched(cfg SyncConfig, old *Manifest, rem *remoteList) error {
-	hint := fmt.Sprintf("fetch them with `%s`, or remove %s on the remote", FetchHint(cfg.Host), rem.dir)
+	hint := fmt.Sprintf("fetch them with `%s`, or remove %s on the remote", FetchHint(cfg.Host), jail.Escaped(rem.dir))
 	if old != nil && old.Pending {
 		return fmt.Errorf("syncing to %s: %w; %s", cfg.Host, ErrUnfetched, hint)
 	}
 	for _, p := range sortedKeys(rem.entries) {
 		r := rem.entries[p]
 		if old == nil {
-			return fmt.Errorf("syncing to %s: %w (%s was not put there by jail); %s", cfg.Host, ErrUnfetched, p, hint)
+			return fmt.Errorf("syncing to %s: %w (%s was not put there by jail); %s", cfg.Host, ErrUnfetched, jail.Escaped(p), hint)
 		}
 		if o := old.Entries[p]; o == nil || o.Remote == nil || *o.Remote != *r {
 			if r.Type != "dir" {
-				return fmt.Errorf("syncing to %s: %w (%s); %s", cfg.Host, ErrUnfetched, p, hint)
+				return fmt.Errorf("syncing to %s: %w (%s); %s", cfg.Host, ErrUnfetched, jail.Escaped(p), hint)
 			}
 		}
 	}
@@ -506,12 +506,14 @@ func parseListEntry(rec, link string) (string, *RemoteStat, error) {
 	return parts[4], st, nil
 }
 
+// syncFirstLine is the first line of what the remote wrote on stderr,
+// escaped: the remote chose it, and it ends up on the local terminal.
 func syncFirstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	return s
+	return jail.Escaped(s)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

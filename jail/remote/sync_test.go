@@ -559,3 +559,20 @@ func TestSyncIgnoresProjectFilterFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncRefusalEscapesRemoteNames: a remote that plants a file whose
+// name is a terminal escape sequence gets its name into jail's refusal
+// escaped, never as raw control characters.
+func TestSyncRefusalEscapesRemoteNames(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "f.txt", "base\n")
+	e.sync(e.conn)
+	liar := &lyingConn{SyncConn: e.conn, extra: []string{"\x1b]0;pwned\x07"}}
+	_, err := Sync(context.Background(), e.cfg(liar))
+	if !errors.Is(err, ErrUnfetched) {
+		t.Fatalf("want a refusal of the planted name: %v", err)
+	}
+	if strings.ContainsAny(err.Error(), "\x1b\x07") {
+		t.Errorf("the planted name reached the message raw: %q", err)
+	}
+}

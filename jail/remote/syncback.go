@@ -233,7 +233,7 @@ func readFetched(r io.Reader, want map[string]bool, dir string) (map[string]*fet
 		}
 		f, err := os.CreateTemp(dir, "f-")
 		if err != nil {
-			return nil, fmt.Errorf("fetching %s: %w", name, err)
+			return nil, fmt.Errorf("fetching %s: %w", jail.Escaped(name), err)
 		}
 		sum := sha256.New()
 		_, err = io.Copy(io.MultiWriter(f, sum), io.LimitReader(tr, maxFetch))
@@ -241,7 +241,7 @@ func readFetched(r io.Reader, want map[string]bool, dir string) (map[string]*fet
 			err = cerr
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fetching %s: %w", name, err)
+			return nil, fmt.Errorf("fetching %s: %w", jail.Escaped(name), err)
 		}
 		out[name] = &fetched{path: f.Name(), sum: hex.EncodeToString(sum.Sum(nil))}
 	}
@@ -276,7 +276,7 @@ func (b *back) settle(p string, body *fetched) error {
 	remote := &ManifestEntry{Path: p, Type: r.Type, Mode: r.Mode, Size: r.Size, Link: r.Link, Remote: r}
 	if r.Type == "file" {
 		if body == nil {
-			return fmt.Errorf("fetching: the remote did not send %s", p)
+			return fmt.Errorf("fetching: the remote did not send %s", jail.Escaped(p))
 		}
 		remote.SHA256 = body.sum
 	}
@@ -385,17 +385,17 @@ func (b *back) keep(p string, r *RemoteStat, body *fetched) error {
 	if b.kept == nil {
 		dir := filepath.Join(b.cfg.stateDir(), "kept", time.Now().UTC().Format("20060102T150405.000000000Z"))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("keeping %s: %w", p, err)
+			return fmt.Errorf("keeping %s: %w", jail.Escaped(p), err)
 		}
 		root, err := os.OpenRoot(dir)
 		if err != nil {
-			return fmt.Errorf("keeping %s: %w", p, err)
+			return fmt.Errorf("keeping %s: %w", jail.Escaped(p), err)
 		}
 		b.kept, b.rep.KeptDir = root, dir
 	}
 	if d := path.Dir(p); d != "." {
 		if err := b.kept.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("keeping %s: %w", p, err)
+			return fmt.Errorf("keeping %s: %w", jail.Escaped(p), err)
 		}
 	}
 	if r.Type == "link" {
@@ -458,7 +458,7 @@ func (b *back) apply(p string, r *RemoteStat, body *fetched, remote *ManifestEnt
 func (b *back) write(p string, r *RemoteStat, body *fetched) error {
 	if d := path.Dir(p); d != "." {
 		if err := b.project.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("applying %s: %w", p, err)
+			return fmt.Errorf("applying %s: %w", jail.Escaped(p), err)
 		}
 	}
 	tmp := path.Join(path.Dir(p), fmt.Sprintf(".%s.jail-%d", path.Base(p), time.Now().UnixNano()))
@@ -473,7 +473,7 @@ func (b *back) write(p string, r *RemoteStat, body *fetched) error {
 	}
 	if err != nil {
 		_ = b.project.Remove(tmp)
-		return fmt.Errorf("applying %s: %w", p, err)
+		return fmt.Errorf("applying %s: %w", jail.Escaped(p), err)
 	}
 	return nil
 }
