@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,6 +91,81 @@ git init -q --bare ../o.git && git push -q ../o.git HEAD:refs/heads/main 2>&1; e
 		}
 		if !strings.Contains(r.Stdout, "rc=") {
 			t.Errorf("the remote command did not run to its end:\n%s", r)
+		}
+	})
+}
+
+// TestRemoteKilledJailLeavesNothing: while a remote run goes on, its
+// local proxy and control sockets are out of a local jail's reach; once
+// the local jail is killed outright (no cleanup of its own), nothing of
+// the session runs on the remote, its remote session directory is gone,
+// and nothing listens on its local sockets any more.
+func TestRemoteKilledJailLeavesNothing(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		d := startRemoteSSHD(t, "")
+		d.client(s, true, "")
+		start := time.Now()
+		cmd := exec.Command(jailBin, "--remote", d.Target(), "--", "sh", "-c", `while :; do date +%s%N >beat; sleep 0.1; done`)
+		cmd.Dir = s.Project
+		s.as(cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		if !waitFor(20*time.Second, func() bool { _, err := os.Stat(filepath.Join(d.remoteDir(s), "beat")); return err == nil }) {
+			t.Fatalf("the remote command never started")
+		}
+		remoteDir := ""
+		for _, p := range sessionProcesses(d.UID) {
+			if _, rest, ok := strings.Cut(p, "remote-run --spec "); ok {
+				remoteDir = filepath.Dir(strings.Fields(rest)[0])
+			}
+		}
+		if !strings.Contains(remoteDir, "/jail-r.") {
+			t.Fatalf("no remote-run of the session on the remote: %v", sessionProcesses(d.UID))
+		}
+		var socks []string
+		all, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("jail-%d", s.R.UID), "*", "control.sock"))
+		for _, p := range all {
+			if fi, err := os.Stat(p); err == nil && fi.ModTime().After(start.Add(-time.Second)) {
+				socks = append(socks, p)
+			}
+		}
+		if len(socks) == 0 {
+			t.Fatalf("no local control socket of the session among %v", all)
+		}
+		probe := ""
+		for _, sock := range socks {
+			probe += fmt.Sprintf("ls -A %[1]s >/dev/null 2>&1 && echo VISIBLE %[1]s; ", filepath.Dir(sock))
+		}
+		if r := s.Sh(probe + "echo done"); r.Code != 0 || strings.Contains(r.Stdout, "VISIBLE") || !strings.Contains(r.Stdout, "done") {
+			t.Errorf("a local jail reaches the remote session's local sockets:\n%s", r)
+		}
+
+		t.Logf("remote session %s, local sockets %v", remoteDir, socks)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !waitFor(15*time.Second, func() bool {
+			for _, p := range sessionProcesses(d.UID) {
+				if strings.Contains(p, remoteDir) {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Errorf("the session still runs on the remote after the local jail was killed: %v", sessionProcesses(d.UID))
+		}
+		if !waitFor(10*time.Second, func() bool { _, err := os.Lstat(remoteDir); return err != nil }) {
+			t.Errorf("the remote session directory %s stayed after the local jail was killed", remoteDir)
+		}
+		for _, sock := range socks {
+			if c, err := net.Dial("unix", sock); err == nil {
+				c.Close()
+				t.Errorf("something still listens on %s after the local jail was killed", sock)
+			}
+		}
+		if got := string(mustRead(t, s.Project+"/README.md")); got != "# project\n" {
+			t.Errorf("the local project changed: %q", got)
 		}
 	})
 }
