@@ -13,8 +13,8 @@ import (
 
 // hostileRemote is an sshd whose every session runs script (the remote
 // taken over: it answers jail's scripts as it likes), with jail's own
-// command line in $SSH_ORIGINAL_COMMAND.
-func hostileRemote(t *testing.T, script string) *remoteSSHD {
+// command line in $SSH_ORIGINAL_COMMAND; extra is more sshd_config.
+func hostileRemote(t *testing.T, script string, extra ...string) *remoteSSHD {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "jail-hostile-")
 	if err != nil {
@@ -26,7 +26,7 @@ func hostileRemote(t *testing.T, script string) *remoteSSHD {
 	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return startRemoteSSHD(t, "ForceCommand "+p)
+	return startRemoteSSHD(t, strings.Join(append(extra, "ForceCommand "+p), "\n"))
 }
 
 // TestRemoteHostileProbeBounded: a remote that answers the probe with an
@@ -166,6 +166,34 @@ func TestRemoteKilledJailLeavesNothing(t *testing.T) {
 		}
 		if got := string(mustRead(t, s.Project+"/README.md")); got != "# project\n" {
 			t.Errorf("the local project changed: %q", got)
+		}
+	})
+}
+
+// TestRemoteSSHSendsNoSecretEnv: an ssh config that sends the whole
+// environment (SendEnv *) to a remote that takes it all still hands the
+// remote no secret value: the ssh jail runs has the secrets of its
+// environment (those the jailed command sees as placeholders) removed.
+func TestRemoteSSHSendsNoSecretEnv(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		seen := filepath.Join(os.TempDir(), fmt.Sprintf("jail-sendenv-%d-%d", s.R.UID, time.Now().UnixNano()))
+		t.Cleanup(func() { os.Remove(seen) })
+		d := hostileRemote(t, `env >>`+seen+`
+exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+`, "AcceptEnv *")
+		d.client(s, true, "SendEnv *\n")
+		const custom = "custom-token-value-77aa1c"
+		s.Env = append(s.Env, "ANTHROPIC_API_KEY="+EnvSecret, "MY_PLAIN_NAME="+custom, "PLAIN_MARKER_VAR=sent-along")
+		r := s.Jail("--remote", d.Target(), "--secret", "MY_PLAIN_NAME", "--", "true")
+		if r.Code != 0 {
+			t.Fatalf("remote run:\n%s", r)
+		}
+		env := string(mustRead(t, seen))
+		if !strings.Contains(env, "PLAIN_MARKER_VAR=sent-along") {
+			t.Fatalf("the remote did not get the environment SendEnv * sends; the test proves nothing:\n%s", env)
+		}
+		if strings.Contains(env, EnvSecret) || strings.Contains(env, custom) {
+			t.Errorf("ssh sent a secret value of the local environment to the remote")
 		}
 	})
 }

@@ -61,7 +61,7 @@ func (c *Conn) Run(ctx context.Context, script string, stdin io.Reader, stdout, 
 // together: past it, ssh is ended and the run fails.
 func (c *Conn) RunLimit(ctx context.Context, limit int64, script string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := exec.CommandContext(ctx, Path, c.SSH.Args(remoteCommand(script), !c.Interactive, false)...)
-	cmd.Stdin = stdin
+	cmd.Stdin, cmd.Env = stdin, c.SSH.Env
 	// Files, not pipes: a control master ssh leaves behind holds what it
 	// was given for as long as it persists, and a pipe would not end.
 	outF, err1 := os.CreateTemp("", "jail-ssh-out-")
@@ -139,7 +139,9 @@ func orDiscard(w io.Writer) io.Writer {
 // session: with a terminal when tty, extra ssh options (forwards) before
 // the destination.
 func (c *Conn) Command(ctx context.Context, script string, tty bool, extra ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, Path, c.SSH.Args(remoteCommand(script), false, tty, extra...)...)
+	cmd := exec.CommandContext(ctx, Path, c.SSH.Args(remoteCommand(script), false, tty, extra...)...)
+	cmd.Env = c.SSH.Env
+	return cmd
 }
 
 // SSHError is ssh failing to connect or to run anything: ssh's exit 255.

@@ -68,6 +68,9 @@ type SyncConfig struct {
 	// the host rsync puts after it; with no Rsh the sync sends by tar.
 	Rsh     []string
 	RshHost string
+	// Env is rsync's environment, and so its ssh's (nil for this
+	// process's).
+	Env []string
 }
 
 // SyncReport tells what a sync sent.
@@ -405,7 +408,7 @@ func sendRsync(ctx context.Context, cfg SyncConfig, bin, dir string, entries []*
 	cmd := exec.CommandContext(ctx, bin, "-e", strings.Join(quoted, " "), "--from0", "--files-from=-",
 		"--links", "--perms", "--times", "-s", "--no-implied-dirs", "--out-format=%n",
 		"--", cfg.root()+"/", host+":"+dir+"/")
-	cmd.Stdin = nulList(paths)
+	cmd.Stdin, cmd.Env = nulList(paths), cfg.Env
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Run(); err != nil {
