@@ -576,3 +576,40 @@ func TestSyncRefusalEscapesRemoteNames(t *testing.T) {
 		t.Errorf("the planted name reached the message raw: %q", err)
 	}
 }
+
+// TestSyncBackCaseVariantsNotApplied: on a case-insensitive filesystem
+// (macOS's, a casefold directory) .GIT/hooks is .git/hooks and .ENV is
+// .env; a compromised remote planting the protected and masked paths
+// under another case, or with a code point HFS+ ignores, gets none of
+// them applied: each is kept aside.
+func TestSyncBackCaseVariantsNotApplied(t *testing.T) {
+	e := newSyncEnv(t)
+	e.plantSecrets()
+	e.sync(e.conn)
+	ws := e.workspace()
+	planted := map[string]string{
+		".GIT/hooks/pre-commit":           "#!/bin/sh\ntouch /tmp/pwned\n",
+		".Git/config":                     "[core]\n\tfsmonitor = touch /tmp/pwned\n",
+		"vendor/.gIt/hooks/post-checkout": "#!/bin/sh\n",
+		".g\u200cit/hooks/pre-push":       "#!/bin/sh\n",
+		".ENVRC":                          "touch /tmp/pwned\n",
+		".VSCode/tasks.json":              `{"tasks": []}`,
+		"JAIL.json":                       `{"filesystem": {"allowWrite": ["~"]}}`,
+		".Env":                            "API_KEY=changed-remotely\n",
+		"bare/Head":                       "ref: refs/heads/main\n",
+		".claude/Settings.json":           `{"hooks": {}}`,
+		".git/hook\u017f/post-merge":      "#!/bin/sh\n",
+	}
+	for p, c := range planted {
+		e.write(ws, p, c)
+	}
+	rep := e.back(e.conn)
+	for p, c := range planted {
+		if b, err := os.ReadFile(filepath.Join(e.root, p)); err == nil && string(b) == c {
+			t.Errorf("%q was applied locally", p)
+		}
+		if !hasString(rep.Kept, p) {
+			t.Errorf("%q is not reported as kept: %v", p, rep.Kept)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jailsh/jail/jail"
 )
@@ -314,10 +315,12 @@ func (b *back) settle(p string, body *fetched) error {
 func (b *back) notApplied(p string, o *ManifestEntry, r *RemoteStat) string {
 	abs := filepath.Join(b.cfg.root(), filepath.FromSlash(p))
 	e := b.local[p]
+	folded := filepath.Join(b.cfg.root(), filepath.FromSlash(foldName(p)))
 	switch {
-	case protectedRel(p, b.cfg.root()):
+	case protectedRel(p, b.cfg.root()) || protectedRel(foldName(p), b.cfg.root()):
 		return "protected"
-	case b.rules.isSecret(abs) || b.rules.isDenied(abs) || (o != nil && o.Masked) || (e != nil && e.why != sendPlain):
+	case b.rules.isSecret(abs) || b.rules.isDenied(abs) || b.rules.isSecret(folded) || b.rules.isDenied(folded) ||
+		(o != nil && o.Masked) || (e != nil && e.why != sendPlain):
 		return "masked"
 	case newHEAD(p, o, e) || b.inBareRepo(p):
 		return "protected"
@@ -426,7 +429,8 @@ func (b *back) conflict(p string, r *RemoteStat, body *fetched) error {
 	if r.Type == "dir" {
 		return nil
 	}
-	if protectedRel(side, b.cfg.root()) || b.rules.isSecret(filepath.Join(b.cfg.root(), side)) || b.write(side, r, body) != nil {
+	if protectedRel(side, b.cfg.root()) || protectedRel(foldName(side), b.cfg.root()) ||
+		b.rules.isSecret(filepath.Join(b.cfg.root(), side)) || b.write(side, r, body) != nil {
 		return b.keep(p, r, body)
 	}
 	return nil
@@ -590,7 +594,29 @@ func protectedRel(p, root string) bool {
 			return true
 		}
 	}
-	return segs[len(segs)-1] == "HEAD" && !slicesContains(segs[:len(segs)-1], ".git")
+	return strings.EqualFold(segs[len(segs)-1], "HEAD") && !slicesContains(segs[:len(segs)-1], ".git")
+}
+
+// foldName is p as a case-insensitive filesystem (macOS's, a casefold
+// directory) takes it: each letter's lower case (by way of its upper
+// case, so that the long s is an s and the Kelvin sign a k), without the
+// code points HFS+ ignores in a name. A remote name that folds to a
+// protected or masked path would land on it there.
+func foldName(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if hfsIgnored(r) {
+			continue
+		}
+		b.WriteRune(unicode.ToLower(unicode.ToUpper(r)))
+	}
+	return b.String()
+}
+
+// hfsIgnored reports the code points HFS+ leaves out of a name when it
+// compares names.
+func hfsIgnored(r rune) bool {
+	return r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff
 }
 
 // newHEAD reports a HEAD file the remote added outside any .git: with a
