@@ -443,7 +443,12 @@ func listRemote(ctx context.Context, cfg SyncConfig, create bool) (*remoteList, 
 		mode = "create"
 	}
 	var out, stderr bytes.Buffer
-	if err := cfg.Conn.Run(ctx, withArgs(scriptList, cfg.Dir, mode), nil, &out, &stderr); err != nil {
+	capped := &capWriter{w: &out, left: maxListing}
+	err := cfg.Conn.Run(ctx, withArgs(scriptList, cfg.Dir, mode), nil, capped, &capWriter{w: &stderr, left: 1 << 20})
+	if capped.over {
+		return nil, fmt.Errorf("listing the remote workspace %s on %s: the listing is larger than %d MiB; the remote host may be compromised", cfg.Dir, cfg.Host, maxListing>>20)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("listing the remote workspace %s on %s: %w: %s", cfg.Dir, cfg.Host, err, syncFirstLine(stderr.String()))
 	}
 	l, err := parseList(out.Bytes())
@@ -451,6 +456,27 @@ func listRemote(ctx context.Context, cfg SyncConfig, create bool) (*remoteList, 
 		return nil, fmt.Errorf("listing the remote workspace %s on %s: %w", cfg.Dir, cfg.Host, err)
 	}
 	return l, nil
+}
+
+// maxListing bounds the remote's listing held in memory: some two
+// million entries.
+const maxListing = 256 << 20
+
+// capWriter writes at most left bytes to w, then fails (over set): what
+// a remote sends is held here only up to a bound.
+type capWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		return 0, errors.New("remote output over its bound")
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
 
 // parseList reads scriptList's output.

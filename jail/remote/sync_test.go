@@ -613,3 +613,32 @@ func TestSyncBackCaseVariantsNotApplied(t *testing.T) {
 		}
 	}
 }
+
+// floodConn is a compromised remote whose listing never ends.
+type floodConn struct{ SyncConn }
+
+func (c *floodConn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if !strings.Contains(script, "echo LIST") {
+		return c.SyncConn.Run(ctx, script, stdin, stdout, stderr)
+	}
+	if _, err := io.WriteString(stdout, "/w\n/h\nno-rsync\nLIST\n"); err != nil {
+		return err
+	}
+	line := []byte(strings.Repeat("f 644 5 1700000000.0 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\x00\x00", 1<<12))
+	for {
+		if _, err := stdout.Write(line); err != nil {
+			return nil // the reader gave up, as ssh's end would
+		}
+	}
+}
+
+// TestSyncListingBounded: a remote whose listing never ends is cut off
+// at a bound, with an error saying so, instead of filling memory.
+func TestSyncListingBounded(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "f.txt", "base\n")
+	_, err := Sync(context.Background(), e.cfg(&floodConn{e.conn}))
+	if err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("want the flooded listing refused at its bound: %v", err)
+	}
+}
