@@ -197,3 +197,28 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 		}
 	})
 }
+
+// TestRemoteHostileFetchBounded: a remote that answers the fetch of one
+// small file with an endless stream is cut off near the size its own
+// listing gave, with the run failed and the file not applied, instead of
+// filling this machine's disk.
+func TestRemoteHostileFetchBounded(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		d := hostileRemote(t, `case $SSH_ORIGINAL_COMMAND in
+*--no-recursion*) cat >/dev/null; exec head -c 200000000 /dev/zero ;;
+esac
+exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+`)
+		d.client(s, true, "")
+		r := s.Jail("--remote", d.Target(), "--", "sh", "-c", "echo made-remotely >new.txt")
+		if r.Code != 125 {
+			t.Fatalf("a remote flooding the fetch: want 125:\n%s", r)
+		}
+		if !strings.Contains(r.Stderr, "sent more than 1 MiB") {
+			t.Errorf("the flood was not cut off near the listed size:\n%s", r)
+		}
+		if _, err := os.Stat(filepath.Join(s.Project, "new.txt")); err == nil {
+			t.Errorf("a file of the flooded fetch was applied")
+		}
+	})
+}

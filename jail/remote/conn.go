@@ -46,8 +46,8 @@ func remoteCommand(script string) string { return "exec /bin/sh -c " + quote(scr
 
 // MaxOutput bounds what Run reads of a remote script's stdout and
 // stderr together: a remote taken over could otherwise fill this
-// machine's disk and memory. It is the sync's bound (the listing, and
-// the fetched files of one run, each at most 1 GiB).
+// machine's disk and memory. The sync's steps bound theirs closer
+// (RunLimit): a fetch to the sizes the listing gave.
 const MaxOutput = 16 << 30
 
 // Run runs script on the target with /bin/sh, without a terminal,

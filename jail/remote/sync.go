@@ -310,7 +310,7 @@ func (u *upload) run(ctx context.Context, cfg SyncConfig, rem *remoteList, rep *
 		return nil
 	}
 	if len(u.remove) > 0 {
-		if err := cfg.Conn.Run(ctx, withArgs(scriptRemove, rem.dir), nulList(u.remove), io.Discard, io.Discard); err != nil {
+		if err := runLimited(ctx, cfg.Conn, maxChatter, withArgs(scriptRemove, rem.dir), nulList(u.remove), io.Discard, io.Discard); err != nil {
 			return fmt.Errorf("syncing to %s: removing old files: %w", cfg.Host, err)
 		}
 	}
@@ -343,7 +343,7 @@ func sendTar(ctx context.Context, cfg SyncConfig, dir string, entries []*localEn
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeTar(pw, entries)) }()
 	var stderr bytes.Buffer
-	err := cfg.Conn.Run(ctx, withArgs(scriptUntar, dir), pr, io.Discard, &stderr)
+	err := runLimited(ctx, cfg.Conn, maxChatter, withArgs(scriptUntar, dir), pr, io.Discard, &stderr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
 		return fmt.Errorf("syncing to %s with tar: %w: %s", cfg.Host, err, syncFirstLine(stderr.String()))
@@ -444,7 +444,7 @@ func listRemote(ctx context.Context, cfg SyncConfig, create bool) (*remoteList, 
 	}
 	var out, stderr bytes.Buffer
 	capped := &capWriter{w: &out, left: maxListing}
-	err := cfg.Conn.Run(ctx, withArgs(scriptList, cfg.Dir, mode), nil, capped, &capWriter{w: &stderr, left: 1 << 20})
+	err := runLimited(ctx, cfg.Conn, maxListing+maxChatter, withArgs(scriptList, cfg.Dir, mode), nil, capped, &capWriter{w: &stderr, left: maxChatter})
 	if capped.over {
 		return nil, fmt.Errorf("listing the remote workspace %s on %s: the listing is larger than %d MiB; the remote host may be compromised", cfg.Dir, cfg.Host, maxListing>>20)
 	}

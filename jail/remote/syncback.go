@@ -201,7 +201,7 @@ func (b *back) fetchTar(ctx context.Context, files []string, dir string) (map[st
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
 	go func() {
-		err := b.cfg.Conn.Run(ctx, withArgs(scriptFetch, b.rem.dir), nulList(files), pw, &stderr)
+		err := runLimited(ctx, b.cfg.Conn, b.fetchBound(files), withArgs(scriptFetch, b.rem.dir), nulList(files), pw, &stderr)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -214,6 +214,17 @@ func (b *back) fetchTar(ctx context.Context, files []string, dir string) (map[st
 		return nil, fmt.Errorf("fetching: %w: %s", err, syncFirstLine(stderr.String()))
 	}
 	return out, readErr
+}
+
+// fetchBound is the most a tar of files can take: the sizes the listing
+// gave (each at most maxFetch), a header of its own for each, and its
+// end, with room for the remote's messages.
+func (b *back) fetchBound(files []string) int64 {
+	n := int64(maxChatter + 64<<10)
+	for _, p := range files {
+		n += min(b.rem.entries[p].Size, maxFetch) + 3<<10 + 2*int64(len(p))
+	}
+	return n
 }
 
 // readFetched reads a tar of the wanted regular files into dir.
@@ -643,7 +654,7 @@ func RemoveWorkspace(ctx context.Context, cfg SyncConfig) error {
 	}
 	defer unlock()
 	var stderr bytes.Buffer
-	if err := cfg.Conn.Run(ctx, withArgs(scriptDrop, cfg.Dir), nil, io.Discard, &stderr); err != nil {
+	if err := runLimited(ctx, cfg.Conn, maxChatter, withArgs(scriptDrop, cfg.Dir), nil, io.Discard, &stderr); err != nil {
 		return fmt.Errorf("removing the remote workspace %s: %w: %s", cfg.Dir, err, syncFirstLine(stderr.String()))
 	}
 	if err := os.Remove(filepath.Join(cfg.stateDir(), "manifest.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
