@@ -222,3 +222,28 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 		}
 	})
 }
+
+// TestRemoteOptionInjectionRefused: --remote values and named-host fields
+// that ssh would read as options, tokens or several words are refused
+// before any ssh runs; the ProxyCommand they carry never runs.
+func TestRemoteOptionInjectionRefused(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		marker := filepath.Join(s.Base, "injected-marker")
+		cmd := "touch " + marker
+		for _, target := range []string{"-oProxyCommand=" + cmd, "-oProxyCommand=" + cmd + "@host", "user@-oProxyCommand=x", "host -oProxyCommand=x", "ho%dst", "host\n-oProxyCommand=x", "h:-1"} {
+			r := s.Jail("--remote", target, "--", "true")
+			if r.Code != 125 || !strings.Contains(r.Stderr, "--remote") {
+				t.Errorf("--remote %q: want 125 naming the value:\n%s", target, r)
+			}
+		}
+		for _, field := range []string{`"host": "-oProxyCommand=` + cmd + `"`, `"host": "h", "user": "-oProxyCommand=` + cmd + `"`, `"host": "h %d"`, `"host": "h", "port": -22`} {
+			s.WriteFile(s.Home+"/.config/jail/config.json", `{"remote": {"box": {`+field+`}}}`, 0o644)
+			if r := s.Jail("--remote", "box", "--", "true"); r.Code != 125 || !strings.Contains(r.Stderr, "config.json") {
+				t.Errorf("named host {%s}: want 125 naming the config:\n%s", field, r)
+			}
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("an injected ProxyCommand ran")
+		}
+	})
+}
