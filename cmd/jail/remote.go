@@ -59,7 +59,7 @@ func runRemote(rf remoteFlags, opts jail.Options, argv []string, stderr io.Write
 		fmt.Fprintf(stderr, "jail: refusing to use %s as the project root on a remote: it contains your home directory; run jail --remote from inside a project directory (or put a jail.json there)\n", jail.Shown(root))
 		return 125
 	}
-	conn, err := remoteConn(rf.target, r.home)
+	conn, err := remoteConn(rf.target, r.home, r.pol)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
@@ -102,8 +102,9 @@ func localPlan(r *resolvedPolicy, argv []string) (*linux.Plan, error) {
 }
 
 // remoteConn is the connection to --remote's target: a named host of
-// the user's config, else [user@]host[:port] for ssh to resolve.
-func remoteConn(arg, home string) (*remote.Conn, error) {
+// the user's config, else [user@]host[:port] for ssh to resolve. Its ssh
+// runs without the secrets of pol in its environment.
+func remoteConn(arg, home string, pol *jail.Policy) (*remote.Conn, error) {
 	named, err := jail.RemoteHosts(home, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -112,8 +113,28 @@ func remoteConn(arg, home string) (*remote.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &remote.SSH{Target: t, ControlDir: filepath.Join(jail.StateDir(home, os.Getenv), "ssh"), ConfigFile: os.Getenv("JAIL_SSH_CONFIG")}
+	s := &remote.SSH{Target: t, ControlDir: filepath.Join(jail.StateDir(home, os.Getenv), "ssh"), ConfigFile: os.Getenv("JAIL_SSH_CONFIG"), Env: sshEnv(pol)}
 	return &remote.Conn{SSH: s, Interactive: isTerminal(0) && isTerminal(2)}, nil
+}
+
+// sshEnv is the environment of a session's ssh and rsync: this
+// process's without the variables whose values the jailed command sees
+// only as placeholders. An ssh config's SendEnv (SendEnv *, say) would
+// otherwise hand their real values to the remote.
+func sshEnv(pol *jail.Policy) []string {
+	host := os.Environ()
+	ep := jail.PlanEnv(host, pol, jail.NewSessionKey(), "", nil)
+	secret := map[string]bool{}
+	for _, n := range append(ep.Placeholders, ep.Whole...) {
+		secret[n] = true
+	}
+	out := []string{}
+	for _, kv := range host {
+		if name, _, _ := strings.Cut(kv, "="); !secret[name] {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // remoteSpec is the spec of this run: the policy, the command, and the
@@ -139,6 +160,7 @@ func syncConfig(conn *remote.Conn, r *resolvedPolicy, copies map[string]string) 
 		Policy: r.pol, Home: r.home, StateDir: jail.StateDir(r.home, os.Getenv),
 		Mask: remote.MaskedCopies(copies),
 		Rsh:  append([]string{remote.Path}, conn.SSH.Options(true)...), RshHost: t.String(),
+		Env: conn.SSH.Env,
 	}
 }
 
@@ -160,7 +182,7 @@ func fetchRemote(rf remoteFlags, opts jail.Options, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
 	}
-	conn, err := remoteConn(rf.target, r.home)
+	conn, err := remoteConn(rf.target, r.home, r.pol)
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
@@ -174,7 +196,7 @@ func fetchRemote(rf remoteFlags, opts jail.Options, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "jail: %v\n", err)
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(err.Error())) // names the remote chose
 		return 125
 	}
 	if !rf.keep {
@@ -218,7 +240,7 @@ func (s *session) run(ctx context.Context) int {
 		return s.fail("%v", err)
 	}
 	if _, err := remote.Sync(ctx, s.sync); err != nil {
-		return s.fail("syncing the project to %s: %v", t.Shown(), err)
+		return s.fail("syncing the project to %s: %s", t.Shown(), jail.Escaped(err.Error())) // names the remote chose
 	}
 	fwd, err := s.fw.SSHArgs(facts.SessionDir)
 	if err != nil {
@@ -233,7 +255,7 @@ func (s *session) run(ctx context.Context) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(s.stderr, "jail: %v\n", err)
+		fmt.Fprintf(s.stderr, "jail: %s\n", jail.Escaped(err.Error())) // names the remote chose
 		if code == 0 {
 			code = 125
 		}
@@ -260,6 +282,7 @@ func (s *session) cleanup(ctx context.Context, dir string) {
 	}
 	if args, err := s.fw.CancelArgs(dir); err == nil {
 		cancel := exec.CommandContext(ctx, remote.Path, append(s.conn.SSH.Options(true), append(args, "--", s.conn.SSH.Target.String())...)...)
+		cancel.Env = s.conn.SSH.Env
 		cancel.Run()
 	}
 }
@@ -356,7 +379,7 @@ func checkRemote(target string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
 	}
-	conn, err := remoteConn(target, home)
+	conn, err := remoteConn(target, home, &jail.Policy{})
 	if err != nil {
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jailsh/jail/jail"
 )
@@ -43,12 +44,24 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 // with the script as one quoted argument, whatever the user's shell.
 func remoteCommand(script string) string { return "exec /bin/sh -c " + quote(script) }
 
-// Run runs script on the target with /bin/sh, without a terminal. A
-// script's non-zero exit is an *exec.ExitError; ssh's own failure is an
-// *SSHError.
+// MaxOutput bounds what Run reads of a remote script's stdout and
+// stderr together: a remote taken over could otherwise fill this
+// machine's disk and memory. The sync's steps bound theirs closer
+// (RunLimit): a fetch to the sizes the listing gave.
+const MaxOutput = 16 << 30
+
+// Run runs script on the target with /bin/sh, without a terminal,
+// reading at most MaxOutput of its output. A script's non-zero exit is an
+// *exec.ExitError; ssh's own failure is an *SSHError.
 func (c *Conn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return c.RunLimit(ctx, MaxOutput, script, stdin, stdout, stderr)
+}
+
+// RunLimit is Run reading at most limit bytes of stdout and stderr
+// together: past it, ssh is ended and the run fails.
+func (c *Conn) RunLimit(ctx context.Context, limit int64, script string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := exec.CommandContext(ctx, Path, c.SSH.Args(remoteCommand(script), !c.Interactive, false)...)
-	cmd.Stdin = stdin
+	cmd.Stdin, cmd.Env = stdin, c.SSH.Env
 	// Files, not pipes: a control master ssh leaves behind holds what it
 	// was given for as long as it persists, and a pipe would not end.
 	outF, err1 := os.CreateTemp("", "jail-ssh-out-")
@@ -63,13 +76,56 @@ func (c *Conn) Run(ctx context.Context, script string, stdin io.Reader, stdout, 
 		return fmt.Errorf("ssh output: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = outF, errF
-	runErr := cmd.Run()
+	runErr, over := runBounded(cmd, limit, outF, errF)
+	if over {
+		return fmt.Errorf("%s sent more than %d MiB of output, more than jail reads for this step; the remote host may be compromised", c.SSH.Target.Shown(), limit>>20)
+	}
 	tail := &tailBuffer{}
 	outF.Seek(0, io.SeekStart)
-	io.Copy(orDiscard(stdout), outF)
+	io.Copy(orDiscard(stdout), io.LimitReader(outF, limit))
 	errF.Seek(0, io.SeekStart)
-	io.Copy(io.MultiWriter(tail, orDiscard(stderr)), errF)
+	io.Copy(io.MultiWriter(tail, orDiscard(stderr)), io.LimitReader(errF, limit))
 	return classify(c.SSH.Target, runErr, tail.String())
+}
+
+// outputPoll is how often runBounded looks at the output's size.
+const outputPoll = 20 * time.Millisecond
+
+// runBounded runs cmd, ending it once its output files together hold
+// more than limit bytes; over says it was ended for that. (A control
+// master writes into the files itself, past the client ssh: their size,
+// not a pipe's count, is what the remote sent.)
+func runBounded(cmd *exec.Cmd, limit int64, files ...*os.File) (err error, over bool) {
+	if err := cmd.Start(); err != nil {
+		return err, false
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(outputPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err, outputSize(files) > limit
+		case <-tick.C:
+			if outputSize(files) > limit {
+				cmd.Process.Kill()
+				<-done
+				return nil, true
+			}
+		}
+	}
+}
+
+// outputSize is the files' total size.
+func outputSize(files []*os.File) int64 {
+	var n int64
+	for _, f := range files {
+		if fi, err := f.Stat(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 func orDiscard(w io.Writer) io.Writer {
@@ -83,7 +139,9 @@ func orDiscard(w io.Writer) io.Writer {
 // session: with a terminal when tty, extra ssh options (forwards) before
 // the destination.
 func (c *Conn) Command(ctx context.Context, script string, tty bool, extra ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, Path, c.SSH.Args(remoteCommand(script), false, tty, extra...)...)
+	cmd := exec.CommandContext(ctx, Path, c.SSH.Args(remoteCommand(script), false, tty, extra...)...)
+	cmd.Env = c.SSH.Env
+	return cmd
 }
 
 // SSHError is ssh failing to connect or to run anything: ssh's exit 255.

@@ -30,6 +30,10 @@ type SSH struct {
 	ControlDir string
 	// ConfigFile replaces ~/.ssh/config when set (ssh -F).
 	ConfigFile string
+	// Env is the environment ssh runs with (nil for this process's): one
+	// without the secrets, which an ssh config's SendEnv would hand to
+	// the remote.
+	Env []string
 }
 
 // Args is the ssh command line (without Path) that runs command on the

@@ -68,6 +68,9 @@ type SyncConfig struct {
 	// the host rsync puts after it; with no Rsh the sync sends by tar.
 	Rsh     []string
 	RshHost string
+	// Env is rsync's environment, and so its ssh's (nil for this
+	// process's).
+	Env []string
 }
 
 // SyncReport tells what a sync sent.
@@ -147,7 +150,7 @@ func Sync(ctx context.Context, cfg SyncConfig) (*SyncReport, error) {
 // nothing else.
 func checkWorkspace(cfg SyncConfig, rem *remoteList) error {
 	if rem.dir == "/" || rem.dir == rem.home || strings.HasPrefix(rem.home+"/", rem.dir+"/") {
-		return fmt.Errorf("syncing to %s: the remote directory %s is the remote's home or above it; name a directory of its own for the project", cfg.Host, rem.dir)
+		return fmt.Errorf("syncing to %s: the remote directory %s is the remote's home or above it; name a directory of its own for the project", cfg.Host, jail.Escaped(rem.dir))
 	}
 	return nil
 }
@@ -156,18 +159,18 @@ func checkWorkspace(cfg SyncConfig, rem *remoteList) error {
 // sync did not put there: a change not fetched yet, or, without a
 // manifest, a workspace jail does not know.
 func checkFetched(cfg SyncConfig, old *Manifest, rem *remoteList) error {
-	hint := fmt.Sprintf("fetch them with `%s`, or remove %s on the remote", FetchHint(cfg.Host), rem.dir)
+	hint := fmt.Sprintf("fetch them with `%s`, or remove %s on the remote", FetchHint(cfg.Host), jail.Escaped(rem.dir))
 	if old != nil && old.Pending {
 		return fmt.Errorf("syncing to %s: %w; %s", cfg.Host, ErrUnfetched, hint)
 	}
 	for _, p := range sortedKeys(rem.entries) {
 		r := rem.entries[p]
 		if old == nil {
-			return fmt.Errorf("syncing to %s: %w (%s was not put there by jail); %s", cfg.Host, ErrUnfetched, p, hint)
+			return fmt.Errorf("syncing to %s: %w (%s was not put there by jail); %s", cfg.Host, ErrUnfetched, jail.Escaped(p), hint)
 		}
 		if o := old.Entries[p]; o == nil || o.Remote == nil || *o.Remote != *r {
 			if r.Type != "dir" {
-				return fmt.Errorf("syncing to %s: %w (%s); %s", cfg.Host, ErrUnfetched, p, hint)
+				return fmt.Errorf("syncing to %s: %w (%s); %s", cfg.Host, ErrUnfetched, jail.Escaped(p), hint)
 			}
 		}
 	}
@@ -307,7 +310,7 @@ func (u *upload) run(ctx context.Context, cfg SyncConfig, rem *remoteList, rep *
 		return nil
 	}
 	if len(u.remove) > 0 {
-		if err := cfg.Conn.Run(ctx, withArgs(scriptRemove, rem.dir), nulList(u.remove), io.Discard, io.Discard); err != nil {
+		if err := runLimited(ctx, cfg.Conn, maxChatter, withArgs(scriptRemove, rem.dir), nulList(u.remove), io.Discard, io.Discard); err != nil {
 			return fmt.Errorf("syncing to %s: removing old files: %w", cfg.Host, err)
 		}
 	}
@@ -340,7 +343,7 @@ func sendTar(ctx context.Context, cfg SyncConfig, dir string, entries []*localEn
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeTar(pw, entries)) }()
 	var stderr bytes.Buffer
-	err := cfg.Conn.Run(ctx, withArgs(scriptUntar, dir), pr, io.Discard, &stderr)
+	err := runLimited(ctx, cfg.Conn, maxChatter, withArgs(scriptUntar, dir), pr, io.Discard, &stderr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
 		return fmt.Errorf("syncing to %s with tar: %w: %s", cfg.Host, err, syncFirstLine(stderr.String()))
@@ -405,7 +408,7 @@ func sendRsync(ctx context.Context, cfg SyncConfig, bin, dir string, entries []*
 	cmd := exec.CommandContext(ctx, bin, "-e", strings.Join(quoted, " "), "--from0", "--files-from=-",
 		"--links", "--perms", "--times", "-s", "--no-implied-dirs", "--out-format=%n",
 		"--", cfg.root()+"/", host+":"+dir+"/")
-	cmd.Stdin = nulList(paths)
+	cmd.Stdin, cmd.Env = nulList(paths), cfg.Env
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Run(); err != nil {
@@ -440,7 +443,12 @@ func listRemote(ctx context.Context, cfg SyncConfig, create bool) (*remoteList, 
 		mode = "create"
 	}
 	var out, stderr bytes.Buffer
-	if err := cfg.Conn.Run(ctx, withArgs(scriptList, cfg.Dir, mode), nil, &out, &stderr); err != nil {
+	capped := &capWriter{w: &out, left: maxListing}
+	err := runLimited(ctx, cfg.Conn, maxListing+maxChatter, withArgs(scriptList, cfg.Dir, mode), nil, capped, &capWriter{w: &stderr, left: maxChatter})
+	if capped.over {
+		return nil, fmt.Errorf("listing the remote workspace %s on %s: the listing is larger than %d MiB; the remote host may be compromised", cfg.Dir, cfg.Host, maxListing>>20)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("listing the remote workspace %s on %s: %w: %s", cfg.Dir, cfg.Host, err, syncFirstLine(stderr.String()))
 	}
 	l, err := parseList(out.Bytes())
@@ -448,6 +456,27 @@ func listRemote(ctx context.Context, cfg SyncConfig, create bool) (*remoteList, 
 		return nil, fmt.Errorf("listing the remote workspace %s on %s: %w", cfg.Dir, cfg.Host, err)
 	}
 	return l, nil
+}
+
+// maxListing bounds the remote's listing held in memory: some two
+// million entries.
+const maxListing = 256 << 20
+
+// capWriter writes at most left bytes to w, then fails (over set): what
+// a remote sends is held here only up to a bound.
+type capWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		return 0, errors.New("remote output over its bound")
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
 
 // parseList reads scriptList's output.
@@ -506,12 +535,14 @@ func parseListEntry(rec, link string) (string, *RemoteStat, error) {
 	return parts[4], st, nil
 }
 
+// syncFirstLine is the first line of what the remote wrote on stderr,
+// escaped: the remote chose it, and it ends up on the local terminal.
 func syncFirstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	return s
+	return jail.Escaped(s)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

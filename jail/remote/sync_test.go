@@ -559,3 +559,86 @@ func TestSyncIgnoresProjectFilterFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncRefusalEscapesRemoteNames: a remote that plants a file whose
+// name is a terminal escape sequence gets its name into jail's refusal
+// escaped, never as raw control characters.
+func TestSyncRefusalEscapesRemoteNames(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "f.txt", "base\n")
+	e.sync(e.conn)
+	liar := &lyingConn{SyncConn: e.conn, extra: []string{"\x1b]0;pwned\x07"}}
+	_, err := Sync(context.Background(), e.cfg(liar))
+	if !errors.Is(err, ErrUnfetched) {
+		t.Fatalf("want a refusal of the planted name: %v", err)
+	}
+	if strings.ContainsAny(err.Error(), "\x1b\x07") {
+		t.Errorf("the planted name reached the message raw: %q", err)
+	}
+}
+
+// TestSyncBackCaseVariantsNotApplied: on a case-insensitive filesystem
+// (macOS's, a casefold directory) .GIT/hooks is .git/hooks and .ENV is
+// .env; a compromised remote planting the protected and masked paths
+// under another case, or with a code point HFS+ ignores, gets none of
+// them applied: each is kept aside.
+func TestSyncBackCaseVariantsNotApplied(t *testing.T) {
+	e := newSyncEnv(t)
+	e.plantSecrets()
+	e.sync(e.conn)
+	ws := e.workspace()
+	planted := map[string]string{
+		".GIT/hooks/pre-commit":           "#!/bin/sh\ntouch /tmp/pwned\n",
+		".Git/config":                     "[core]\n\tfsmonitor = touch /tmp/pwned\n",
+		"vendor/.gIt/hooks/post-checkout": "#!/bin/sh\n",
+		".g\u200cit/hooks/pre-push":       "#!/bin/sh\n",
+		".ENVRC":                          "touch /tmp/pwned\n",
+		".VSCode/tasks.json":              `{"tasks": []}`,
+		"JAIL.json":                       `{"filesystem": {"allowWrite": ["~"]}}`,
+		".Env":                            "API_KEY=changed-remotely\n",
+		"bare/Head":                       "ref: refs/heads/main\n",
+		".claude/Settings.json":           `{"hooks": {}}`,
+		".git/hook\u017f/post-merge":      "#!/bin/sh\n",
+	}
+	for p, c := range planted {
+		e.write(ws, p, c)
+	}
+	rep := e.back(e.conn)
+	for p, c := range planted {
+		if b, err := os.ReadFile(filepath.Join(e.root, p)); err == nil && string(b) == c {
+			t.Errorf("%q was applied locally", p)
+		}
+		if !hasString(rep.Kept, p) {
+			t.Errorf("%q is not reported as kept: %v", p, rep.Kept)
+		}
+	}
+}
+
+// floodConn is a compromised remote whose listing never ends.
+type floodConn struct{ SyncConn }
+
+func (c *floodConn) Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if !strings.Contains(script, "echo LIST") {
+		return c.SyncConn.Run(ctx, script, stdin, stdout, stderr)
+	}
+	if _, err := io.WriteString(stdout, "/w\n/h\nno-rsync\nLIST\n"); err != nil {
+		return err
+	}
+	line := []byte(strings.Repeat("f 644 5 1700000000.0 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\x00\x00", 1<<12))
+	for {
+		if _, err := stdout.Write(line); err != nil {
+			return nil // the reader gave up, as ssh's end would
+		}
+	}
+}
+
+// TestSyncListingBounded: a remote whose listing never ends is cut off
+// at a bound, with an error saying so, instead of filling memory.
+func TestSyncListingBounded(t *testing.T) {
+	e := newSyncEnv(t)
+	e.write(e.root, "f.txt", "base\n")
+	_, err := Sync(context.Background(), e.cfg(&floodConn{e.conn}))
+	if err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("want the flooded listing refused at its bound: %v", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jailsh/jail/jail"
 )
@@ -200,7 +201,7 @@ func (b *back) fetchTar(ctx context.Context, files []string, dir string) (map[st
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
 	go func() {
-		err := b.cfg.Conn.Run(ctx, withArgs(scriptFetch, b.rem.dir), nulList(files), pw, &stderr)
+		err := runLimited(ctx, b.cfg.Conn, b.fetchBound(files), withArgs(scriptFetch, b.rem.dir), nulList(files), pw, &stderr)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -213,6 +214,17 @@ func (b *back) fetchTar(ctx context.Context, files []string, dir string) (map[st
 		return nil, fmt.Errorf("fetching: %w: %s", err, syncFirstLine(stderr.String()))
 	}
 	return out, readErr
+}
+
+// fetchBound is the most a tar of files can take: the sizes the listing
+// gave (each at most maxFetch), a header of its own for each, and its
+// end, with room for the remote's messages.
+func (b *back) fetchBound(files []string) int64 {
+	n := int64(maxChatter + 64<<10)
+	for _, p := range files {
+		n += min(b.rem.entries[p].Size, maxFetch) + 3<<10 + 2*int64(len(p))
+	}
+	return n
 }
 
 // readFetched reads a tar of the wanted regular files into dir.
@@ -233,7 +245,7 @@ func readFetched(r io.Reader, want map[string]bool, dir string) (map[string]*fet
 		}
 		f, err := os.CreateTemp(dir, "f-")
 		if err != nil {
-			return nil, fmt.Errorf("fetching %s: %w", name, err)
+			return nil, fmt.Errorf("fetching %s: %w", jail.Escaped(name), err)
 		}
 		sum := sha256.New()
 		_, err = io.Copy(io.MultiWriter(f, sum), io.LimitReader(tr, maxFetch))
@@ -241,7 +253,7 @@ func readFetched(r io.Reader, want map[string]bool, dir string) (map[string]*fet
 			err = cerr
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fetching %s: %w", name, err)
+			return nil, fmt.Errorf("fetching %s: %w", jail.Escaped(name), err)
 		}
 		out[name] = &fetched{path: f.Name(), sum: hex.EncodeToString(sum.Sum(nil))}
 	}
@@ -276,7 +288,7 @@ func (b *back) settle(p string, body *fetched) error {
 	remote := &ManifestEntry{Path: p, Type: r.Type, Mode: r.Mode, Size: r.Size, Link: r.Link, Remote: r}
 	if r.Type == "file" {
 		if body == nil {
-			return fmt.Errorf("fetching: the remote did not send %s", p)
+			return fmt.Errorf("fetching: the remote did not send %s", jail.Escaped(p))
 		}
 		remote.SHA256 = body.sum
 	}
@@ -314,10 +326,12 @@ func (b *back) settle(p string, body *fetched) error {
 func (b *back) notApplied(p string, o *ManifestEntry, r *RemoteStat) string {
 	abs := filepath.Join(b.cfg.root(), filepath.FromSlash(p))
 	e := b.local[p]
+	folded := filepath.Join(b.cfg.root(), filepath.FromSlash(foldName(p)))
 	switch {
-	case protectedRel(p, b.cfg.root()):
+	case protectedRel(p, b.cfg.root()) || protectedRel(foldName(p), b.cfg.root()):
 		return "protected"
-	case b.rules.isSecret(abs) || b.rules.isDenied(abs) || (o != nil && o.Masked) || (e != nil && e.why != sendPlain):
+	case b.rules.isSecret(abs) || b.rules.isDenied(abs) || b.rules.isSecret(folded) || b.rules.isDenied(folded) ||
+		(o != nil && o.Masked) || (e != nil && e.why != sendPlain):
 		return "masked"
 	case newHEAD(p, o, e) || b.inBareRepo(p):
 		return "protected"
@@ -385,17 +399,17 @@ func (b *back) keep(p string, r *RemoteStat, body *fetched) error {
 	if b.kept == nil {
 		dir := filepath.Join(b.cfg.stateDir(), "kept", time.Now().UTC().Format("20060102T150405.000000000Z"))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("keeping %s: %w", p, err)
+			return fmt.Errorf("keeping %s: %w", jail.Escaped(p), err)
 		}
 		root, err := os.OpenRoot(dir)
 		if err != nil {
-			return fmt.Errorf("keeping %s: %w", p, err)
+			return fmt.Errorf("keeping %s: %w", jail.Escaped(p), err)
 		}
 		b.kept, b.rep.KeptDir = root, dir
 	}
 	if d := path.Dir(p); d != "." {
 		if err := b.kept.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("keeping %s: %w", p, err)
+			return fmt.Errorf("keeping %s: %w", jail.Escaped(p), err)
 		}
 	}
 	if r.Type == "link" {
@@ -426,7 +440,8 @@ func (b *back) conflict(p string, r *RemoteStat, body *fetched) error {
 	if r.Type == "dir" {
 		return nil
 	}
-	if protectedRel(side, b.cfg.root()) || b.rules.isSecret(filepath.Join(b.cfg.root(), side)) || b.write(side, r, body) != nil {
+	if protectedRel(side, b.cfg.root()) || protectedRel(foldName(side), b.cfg.root()) ||
+		b.rules.isSecret(filepath.Join(b.cfg.root(), side)) || b.write(side, r, body) != nil {
 		return b.keep(p, r, body)
 	}
 	return nil
@@ -458,7 +473,7 @@ func (b *back) apply(p string, r *RemoteStat, body *fetched, remote *ManifestEnt
 func (b *back) write(p string, r *RemoteStat, body *fetched) error {
 	if d := path.Dir(p); d != "." {
 		if err := b.project.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("applying %s: %w", p, err)
+			return fmt.Errorf("applying %s: %w", jail.Escaped(p), err)
 		}
 	}
 	tmp := path.Join(path.Dir(p), fmt.Sprintf(".%s.jail-%d", path.Base(p), time.Now().UnixNano()))
@@ -473,7 +488,7 @@ func (b *back) write(p string, r *RemoteStat, body *fetched) error {
 	}
 	if err != nil {
 		_ = b.project.Remove(tmp)
-		return fmt.Errorf("applying %s: %w", p, err)
+		return fmt.Errorf("applying %s: %w", jail.Escaped(p), err)
 	}
 	return nil
 }
@@ -590,7 +605,29 @@ func protectedRel(p, root string) bool {
 			return true
 		}
 	}
-	return segs[len(segs)-1] == "HEAD" && !slicesContains(segs[:len(segs)-1], ".git")
+	return strings.EqualFold(segs[len(segs)-1], "HEAD") && !slicesContains(segs[:len(segs)-1], ".git")
+}
+
+// foldName is p as a case-insensitive filesystem (macOS's, a casefold
+// directory) takes it: each letter's lower case (by way of its upper
+// case, so that the long s is an s and the Kelvin sign a k), without the
+// code points HFS+ ignores in a name. A remote name that folds to a
+// protected or masked path would land on it there.
+func foldName(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if hfsIgnored(r) {
+			continue
+		}
+		b.WriteRune(unicode.ToLower(unicode.ToUpper(r)))
+	}
+	return b.String()
+}
+
+// hfsIgnored reports the code points HFS+ leaves out of a name when it
+// compares names.
+func hfsIgnored(r rune) bool {
+	return r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff
 }
 
 // newHEAD reports a HEAD file the remote added outside any .git: with a
@@ -617,7 +654,7 @@ func RemoveWorkspace(ctx context.Context, cfg SyncConfig) error {
 	}
 	defer unlock()
 	var stderr bytes.Buffer
-	if err := cfg.Conn.Run(ctx, withArgs(scriptDrop, cfg.Dir), nil, io.Discard, &stderr); err != nil {
+	if err := runLimited(ctx, cfg.Conn, maxChatter, withArgs(scriptDrop, cfg.Dir), nil, io.Discard, &stderr); err != nil {
 		return fmt.Errorf("removing the remote workspace %s: %w: %s", cfg.Dir, err, syncFirstLine(stderr.String()))
 	}
 	if err := os.Remove(filepath.Join(cfg.stateDir(), "manifest.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {

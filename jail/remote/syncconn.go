@@ -16,6 +16,24 @@ type SyncConn interface {
 	Run(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) error
 }
 
+// limitedConn is a SyncConn that can bound what a script sends back
+// (*Conn is one): past the bound, the run fails.
+type limitedConn interface {
+	RunLimit(ctx context.Context, limit int64, script string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+// runLimited runs script on c reading at most limit bytes of its stdout
+// and stderr together, when c can bound them.
+func runLimited(ctx context.Context, c SyncConn, limit int64, script string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if lc, ok := c.(limitedConn); ok {
+		return lc.RunLimit(ctx, limit, script, stdin, stdout, stderr)
+	}
+	return c.Run(ctx, script, stdin, stdout, stderr)
+}
+
+// maxChatter bounds what the scripts that send nothing back may write.
+const maxChatter = 1 << 20
+
 // withArgs is script run with args as its positional parameters, each
 // quoted for the shell: the script's text never holds user data.
 func withArgs(script string, args ...string) string {

@@ -77,6 +77,10 @@ if e=$("$b" --unshare-user --ro-bind / / true 2>&1); then echo userns ok; else e
 s=$(mktemp -d /tmp/jail-r.XXXXXXXXXX) && mkdir "$s/net" && cat >"$s/spec.json" && echo "session $s"
 `
 
+// maxProbe bounds what the probe and the upload read back: a few lines
+// each.
+const maxProbe = 1 << 20
+
 // Probe runs the probe in one round trip, sending spec for the session
 // directory it makes (none when spec is nil).
 func Probe(ctx context.Context, c *Conn, spec []byte) (*RemoteFacts, error) {
@@ -86,7 +90,7 @@ func Probe(ctx context.Context, c *Conn, spec []byte) (*RemoteFacts, error) {
 	}
 	var out bytes.Buffer
 	var errb bytes.Buffer
-	if err := c.Run(ctx, Script(probeScript, strings.Join(arches, " "), map[bool]string{true: "session", false: "none"}[spec != nil]), bytes.NewReader(spec), &out, &errb); err != nil {
+	if err := c.RunLimit(ctx, maxProbe, Script(probeScript, strings.Join(arches, " "), map[bool]string{true: "session", false: "none"}[spec != nil]), bytes.NewReader(spec), &out, &errb); err != nil {
 		var se *SSHError
 		if errors.As(err, &se) {
 			return nil, err
@@ -256,7 +260,7 @@ func Upload(ctx context.Context, c *Conn, bins Binaries, f *RemoteFacts) ([]stri
 		return nil, nil
 	}
 	var errb bytes.Buffer
-	if err := c.Run(ctx, Script(uploadScript, args...), io.MultiReader(files...), io.Discard, &errb); err != nil {
+	if err := c.RunLimit(ctx, maxProbe, Script(uploadScript, args...), io.MultiReader(files...), io.Discard, &errb); err != nil {
 		return nil, fmt.Errorf("installing jail on %s: %w: %s", c.SSH.Target.Shown(), err, jail.Escaped(lastLine(errb.String())))
 	}
 	return sent, nil
