@@ -63,7 +63,7 @@ var HomeDeny = credstores.Home
 // afterwards. The .git directories themselves are handled apart (see
 // guardGit in the Linux planner): they stay writable but pinned.
 var ProjectProtected = []string{
-	".git/hooks/", ".git/config", ".git/info/",
+	".git/hooks/", ".git/config", ".git/config.worktree", ".git/info/",
 	".git/modules/*/hooks", ".git/modules/*/config", ".git/modules/*/modules/*/hooks", ".git/modules/*/modules/*/config",
 	".git/worktrees/*",
 	".vscode/", ".idea/", ".devcontainer/", ".devcontainer.json", ".envrc",

@@ -246,6 +246,7 @@ func TestGitDirCannotBeMovedOrReplaced(t *testing.T) {
 			"module hooks":         "echo evil > .git/modules/lib/hooks/post-checkout",
 			"mv module":            "mv .git/modules/lib .git/modules/lib2 && mkdir -p .git/modules/lib/hooks",
 			"worktree":             "echo evil > .git/worktrees/w/config.worktree",
+			"main config.worktree": "echo '[core] fsmonitor = evil' > .git/config.worktree",
 			"nested config":        "echo '[core] fsmonitor = evil' >> vendor/lib/.git/config",
 			"nested hooks":         "mkdir -p vendor/lib/.git/hooks && echo evil > vendor/lib/.git/hooks/pre-commit",
 			"mv nested":            "mv vendor/lib/.git vendor/lib/.git2",
