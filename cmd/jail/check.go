@@ -38,14 +38,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 	if code, done := platformCheck(verbose, stdout); done {
 		return code
 	}
-	type row struct {
-		ok       bool
-		required bool
-		name     string
-		detail   string
+	var rows []checkRow
+	add := func(ok, required bool, name, detail string) {
+		rows = append(rows, checkRow{ok, required, name, detail})
 	}
-	var rows []row
-	add := func(ok, required bool, name, detail string) { rows = append(rows, row{ok, required, name, detail}) }
 
 	bwrap, err := linux.FindBwrap()
 	if err != nil {
@@ -86,12 +82,27 @@ func check(args []string, stdout, stderr io.Writer) int {
 
 	addAgentSandboxes(add)
 
-	failed := false
 	defer func() {
 		if verbose {
 			printLists(stdout)
 		}
 	}()
+	return printRows(rows, stdout,
+		"the default (strict) jail cannot run on this machine; fix what is marked MISS, or use --best-effort",
+		"the default (strict) jail runs on this machine")
+}
+
+// checkRow is one line of jail check.
+type checkRow struct {
+	ok, required bool
+	name, detail string
+}
+
+// printRows prints the rows, a mark for each (ok, MISS for a missing
+// required protection, opt for a missing optional one), then the verdict
+// line, and returns check's exit code: 1 when a required row is missing.
+func printRows(rows []checkRow, stdout io.Writer, missing, runs string) int {
+	failed := false
 	for _, r := range rows {
 		mark := "ok  "
 		if !r.ok {
@@ -105,10 +116,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s  %-17s %s\n", mark, r.name, r.detail)
 	}
 	if failed {
-		fmt.Fprintln(stdout, "\nthe default (strict) jail cannot run on this machine; fix what is marked MISS, or use --best-effort")
+		fmt.Fprintln(stdout, "\n"+missing)
 		return 1
 	}
-	fmt.Fprintln(stdout, "\nthe default (strict) jail runs on this machine")
+	fmt.Fprintln(stdout, "\n"+runs)
 	return 0
 }
 

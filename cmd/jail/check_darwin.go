@@ -67,7 +67,9 @@ func platformCheck(verbose bool, stdout io.Writer) (int, bool) {
 	add(false, false, "exec supervision", "no exec-time command rules: command.deny is not checked at exec (git push and npm publish are still refused on the wire)")
 	add(false, false, "learning", "no eBPF or seccomp tracer: --learning and --watch are refused; run them on Linux")
 	addAgentSandboxes(add)
-	code := printRows(rows, stdout)
+	code := printRows(rows, stdout,
+		"the macOS jail cannot run on this machine; fix what is marked MISS",
+		"the macOS jail runs on this machine, with what is marked opt missing compared with Linux")
 	if verbose {
 		printLists(stdout)
 	}
@@ -83,34 +85,4 @@ func sandboxProbe(profile string) error {
 		}
 	}
 	return err
-}
-
-// checkRow is one line of jail check.
-type checkRow struct {
-	ok, required bool
-	name, detail string
-}
-
-// printRows prints the rows as the Linux check does and returns its exit
-// code.
-func printRows(rows []checkRow, stdout io.Writer) int {
-	failed := false
-	for _, r := range rows {
-		mark := "ok  "
-		if !r.ok {
-			mark = "MISS"
-			if !r.required {
-				mark = "opt "
-			} else {
-				failed = true
-			}
-		}
-		fmt.Fprintf(stdout, "%s  %-17s %s\n", mark, r.name, r.detail)
-	}
-	if failed {
-		fmt.Fprintln(stdout, "\nthe macOS jail cannot run on this machine; fix what is marked MISS")
-		return 1
-	}
-	fmt.Fprintln(stdout, "\nthe macOS jail runs on this machine, with what is marked opt missing compared with Linux")
-	return 0
 }
