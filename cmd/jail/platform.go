@@ -44,9 +44,7 @@ func darwinJail(opts jail.Options, argv []string, planOnly bool, stdout, stderr 
 	if u := r.untrusted; u != nil {
 		if planOnly {
 			fmt.Fprintf(stdout, "# untrusted: %s widens the jail: %s (run jail trust to accept)\n", u.path, jail.Escaped(strings.Join(u.widening, "; ")))
-		} else if !askTrust(u, stderr) {
-			fmt.Fprintf(stderr, "jail: %s widens the jail (%s); review it, then run `jail trust %s` to accept it\n",
-				u.path, jail.Escaped(strings.Join(u.widening, "; ")), jail.Shown(u.dir))
+		} else if !trusted(u, stderr) {
 			return 125
 		}
 	}

@@ -50,9 +50,7 @@ func runRemote(rf remoteFlags, opts jail.Options, argv []string, stderr io.Write
 		fmt.Fprintf(stderr, "jail: %v\n", err)
 		return 125
 	}
-	if u := r.untrusted; u != nil && !askTrust(u, stderr) {
-		fmt.Fprintf(stderr, "jail: %s widens the jail (%s); review it, then run `jail trust %s` to accept it\n",
-			u.path, jail.Escaped(strings.Join(u.widening, "; ")), jail.Shown(u.dir))
+	if u := r.untrusted; u != nil && !trusted(u, stderr) {
 		return 125
 	}
 	if root := r.pol.ProjectRoot; root == "/" || jail.Under(r.home, root) {

@@ -168,9 +168,7 @@ func runJail(args []string, planOnly bool, stdout, stderr io.Writer) int {
 	if untrusted != nil {
 		if planOnly {
 			fmt.Fprintf(stdout, "untrusted   %s widens the jail: %s (run jail trust to accept)\n", untrusted.path, jail.Escaped(strings.Join(untrusted.widening, "; ")))
-		} else if !askTrust(untrusted, stderr) {
-			fmt.Fprintf(stderr, "jail: %s widens the jail (%s); review it, then run `jail trust %s` to accept it\n",
-				untrusted.path, jail.Escaped(strings.Join(untrusted.widening, "; ")), jail.Shown(untrusted.dir))
+		} else if !trusted(untrusted, stderr) {
 			return 125
 		}
 	}
@@ -228,6 +226,17 @@ func (u *untrustedConfig) add(path, hash string, widening []string) {
 	u.path += jail.Shown(path)
 	u.files = append(u.files, jail.ToolchainFile{Path: path, Hash: hash})
 	u.widening = append(u.widening, widening...)
+}
+
+// trusted asks for the trust a widening project config needs (askTrust)
+// and, refused, says how to review and accept it.
+func trusted(u *untrustedConfig, stderr io.Writer) bool {
+	if askTrust(u, stderr) {
+		return true
+	}
+	fmt.Fprintf(stderr, "jail: %s widens the jail (%s); review it, then run `jail trust %s` to accept it\n",
+		u.path, jail.Escaped(strings.Join(u.widening, "; ")), jail.Shown(u.dir))
+	return false
 }
 
 // askTrust asks once on a terminal whether to trust a widening project
