@@ -77,6 +77,12 @@ type Config struct {
 	// Timeouts bounds every wait. Zero fields take the defaults.
 	Limits   Limits
 	Timeouts Timeouts
+	// Ask answers the connections Rules hold for a person (see Question);
+	// nil denies them.
+	Ask func(ctx context.Context, q Question) Verdict
+	// OnRecord sees every entry the Server records, after the log; it
+	// must not block.
+	OnRecord func(e Entry)
 
 	// total counts the connections that Limits.TotalConns caps; nil
 	// shares the process's counter (tests give Servers their own).

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jailsh/jail/jail"
 	"github.com/jailsh/jail/jail/linux/inside"
@@ -218,7 +219,13 @@ type Plan struct {
 	// Command rules, enforced at every exec by the host's supervisor and,
 	// for git push and npm publish, on the wire by the proxy.
 	CommandDeny, CommandAllow []string
-	StateDir                  string // host: the decision log
+	// CommandAsk are the commands whose execs the supervisor holds until
+	// a person approves them.
+	CommandAsk []string
+	// AskTimeout is how long a held request or exec waits for an answer
+	// before it is denied; 0 is the default.
+	AskTimeout time.Duration
+	StateDir   string // host: the decision log
 
 	SecretKey jail.SessionKey `json:"-"` // never printed, never inside
 	Secrets   []jail.SecretBinding

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/control"
 	"github.com/jailsh/jail/jail/learn"
 	"github.com/jailsh/jail/proxy"
 	"golang.org/x/sys/unix"
@@ -50,6 +52,9 @@ type supervisor struct {
 	session     string
 	log         *proxy.Log
 	trace       func(learn.Event) // must not block: the call waits meanwhile
+	// ask holds an exec that command.ask names until a person answers;
+	// nil denies it.
+	ask func(ctx context.Context, r control.Request) control.Answer
 
 	// Reused by the one goroutine that answers (run).
 	mem             procMem
