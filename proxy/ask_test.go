@@ -62,7 +62,7 @@ func TestDecideAsk(t *testing.T) {
 		{"a.wide.test", 8443, true, false, "ask a.wide.test:8443"},
 		{"a.wide.test", 443, false, true, "allow *.wide.test"},
 		{"allowed.test", 443, false, true, "allow allowed.test"},
-		{"10.1.2.3", 443, true, false, "ask 10.1.2.3"},       // an ask entry naming the address
+		{"10.1.2.3", 443, true, false, "ask 10.1.2.3"}, // an ask entry naming the address
 		{"other.test", 443, false, false, "unknown=deny"},
 	} {
 		d := r.Decide(tt.host, tt.port)
