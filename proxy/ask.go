@@ -59,9 +59,13 @@ func (s *Server) hold(from heldBy, t *target, rule string) (*target, *refusal) {
 	}
 	ctx, stop := s.holdContext(from.c, from.br)
 	v := s.ask(ctx, Question{Host: t.norm.name, Port: t.port, Scheme: e.Scheme, Method: e.Method, Client: e.Client, Rule: rule})
+	gone := ctx.Err() != nil // the client hung up or the Server closed: whatever the answer, nothing to serve
 	stop()
 	if v.Rule == "" {
 		v.Rule = "ask"
+	}
+	if gone {
+		return nil, &refusal{verdict: verdictDeny, rule: v.Rule, reason: "the client hung up while held"}
 	}
 	if !v.Allow {
 		if v.Reason == "" {

@@ -188,12 +188,12 @@ func TestAskWithoutAsker(t *testing.T) {
 	e.entry(t, func(x Entry) bool { return x.Verdict == "deny" && x.Reason == "no one to ask" })
 }
 
-// TestAskHangUp: a client that hangs up while held cancels the question's
-// context, and the connection is not made.
+// TestAskHangUp: a client that hangs up while held, over CONNECT, plain
+// HTTP or SOCKS, cancels the question's context, and nothing is dialled.
 func TestAskHangUp(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, nil, nil)
-	cancelled := make(chan struct{})
+	cancelled := make(chan struct{}, 4)
 	asked := make(chan struct{}, 4)
 	e := newEnv(t, Config{
 		Rules: Rules{Ask: []string{"x.test"}, Hosts: map[string]string{"x.test": up.addr()}},
@@ -201,24 +201,33 @@ func TestAskHangUp(t *testing.T) {
 			asked <- struct{}{}
 			select {
 			case <-ctx.Done():
-				close(cancelled)
+				cancelled <- struct{}{}
 			case <-time.After(10 * time.Second):
 			}
 			return Verdict{Allow: true, Rule: "ask once"}
 		},
 	})
-	for _, req := range []string{"CONNECT x.test:80 HTTP/1.1\r\nHost: x.test:80\r\n\r\n"} {
-		c, err := net.Dial("tcp", e.httpAddr)
+	socksReq := string([]byte{5, 1, 0, 5, 1, 0, socksDomain, 6}) + "x.test\x00\x50"
+	for _, c := range []struct{ name, addr, req string }{
+		{"connect", e.httpAddr, "CONNECT x.test:80 HTTP/1.1\r\nHost: x.test:80\r\n\r\n"},
+		{"plain", e.httpAddr, "GET http://x.test/ HTTP/1.1\r\nHost: x.test\r\n\r\n"},
+		{"socks", e.socksAddr, socksReq},
+	} {
+		conn, err := net.Dial("tcp", c.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(c, req)
-		<-asked
-		c.Close()
+		io.WriteString(conn, c.req)
+		select {
+		case <-asked:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: not asked", c.name)
+		}
+		conn.Close()
 		select {
 		case <-cancelled:
 		case <-time.After(3 * time.Second):
-			t.Fatal("hanging up did not cancel the question")
+			t.Fatalf("%s: hanging up did not cancel the question", c.name)
 		}
 	}
 	if up.conns.Load() != 0 {
