@@ -18,4 +18,3 @@ func TestPeerInAnotherUserNamespaceRefused(t *testing.T) {
 		t.Fatalf("a client in another user namespace got %q", out)
 	}
 }
-
