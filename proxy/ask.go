@@ -73,7 +73,7 @@ func (s *Server) hold(from heldBy, t *target, rule string) (*target, *refusal) {
 		}
 		return nil, &refusal{verdict: verdictDeny, rule: v.Rule, reason: v.Reason}
 	}
-	t.rule = v.Rule
+	t.rule, t.asked = v.Rule, true
 	return t, nil
 }
 

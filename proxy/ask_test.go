@@ -367,3 +367,35 @@ func TestAddRuleConcurrent(t *testing.T) {
 		t.Errorf("a live deny was lost: %+v", d)
 	}
 }
+
+// TestAskRawStream: a raw stream (neither TLS nor HTTP) to a host and
+// port a person allowed when asked is relayed, as with an Allow entry
+// naming that port; refused when they deny, and SSH to port 22 while git
+// push is denied is refused before anyone is asked.
+func TestAskRawStream(t *testing.T) {
+	t.Parallel()
+	a := newAsker()
+	e := newEnv(t, Config{
+		Rules:        Rules{Unknown: "ask", Hosts: map[string]string{"db.test": echoServer(t, ""), "git.test": echoServer(t, "")}},
+		Ask:          a.ask,
+		DenyCommands: []string{"git push"},
+	})
+	go func() {
+		a.question(t)
+		a.answers <- Verdict{Allow: true, Rule: "ask once"}
+	}()
+	_, _, c, br := raw(t, e.httpAddr, "CONNECT db.test:5432 HTTP/1.1\r\nHost: db.test:5432\r\n\r\n")
+	io.WriteString(c, "\x00\x00\x00\x08raw-bytes\n")
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasSuffix(line, "raw-bytes\n") {
+		t.Fatalf("raw echo %q, %v", line, err)
+	}
+	resp, body, _, _ := raw(t, e.httpAddr, "CONNECT git.test:22 HTTP/1.1\r\nHost: git.test:22\r\n\r\n")
+	if resp.StatusCode != 403 {
+		t.Errorf("SSH to port 22 while git push is denied: %d %q", resp.StatusCode, body)
+	}
+	select {
+	case q := <-a.questions:
+		t.Errorf("asked about %+v, which the command rules refuse", q)
+	default:
+	}
+}

@@ -899,14 +899,15 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 // rawTunnel relays a tunnel that is neither TLS nor HTTP (SSH, a
 // database protocol, a protocol in which the server speaks first) to the
 // checked address, when an Allow entry names the host with this very
-// port (or "unknown": "allow" opens every name): the proxy can check no
+// port (or "unknown": "allow" opens every name, or a person allowed this
+// host and port when asked): the proxy can check no
 // name inside such a stream, so an entry that allows a host's HTTPS does
 // not let one through to any port of that host. up is the server when it
 // spoke first; otherwise it is dialled here, only once the stream is
 // allowed.
 func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
 	e.Raw = true
-	if !s.rules.Load().rawAllowed(t.norm, t.port) {
+	if !t.asked && !s.rules.Load().rawAllowed(t.norm, t.port) {
 		if up != nil {
 			up.Close()
 		}

@@ -462,6 +462,9 @@ type target struct {
 	port  int
 	addrs []string // "ip:port", each checked
 	rule  string
+	// asked: a person allowed this very host and port when asked, the
+	// consent a raw stream needs, as an Allow entry with the port gives.
+	asked bool
 }
 
 // addr is t's normalized host and its port, as "host:port".
