@@ -71,7 +71,8 @@ type NetworkConfig struct {
 	Allow []string `json:"allow,omitempty" noun:"domains"`
 	Deny  []string `json:"deny,omitempty" noun:"domains"`
 	// Ask names the domains a connection to is held until a person
-	// answers; deny beats ask, ask beats allow.
+	// answers; deny beats ask, ask beats allow, except that an allow entry
+	// naming the host itself beats a wildcard ask entry.
 	Ask     []string          `json:"ask,omitempty" noun:"domains"`
 	Unknown string            `json:"unknown,omitempty" noun:"\"deny\", \"ask\" or \"allow\""`
 	Hosts   map[string]string `json:"hosts,omitempty" noun:"a host:port address" mapnoun:"host:port addresses"`

@@ -48,7 +48,7 @@ func (a *asker) question(t *testing.T) Question {
 }
 
 func TestDecideAsk(t *testing.T) {
-	r := Rules{Allow: []string{"both.test", "*.wide.test", "allowed.test"}, Deny: []string{"bad.ask.test"},
+	r := Rules{Allow: []string{"both.test", "*.wide.test", "allowed.test", "one.ask.test", "*.any.ask.test"}, Deny: []string{"bad.ask.test"},
 		Ask: []string{"*.ask.test", "both.test", "10.1.2.3", "a.wide.test:8443"}}
 	for _, tt := range []struct {
 		host     string
@@ -58,7 +58,9 @@ func TestDecideAsk(t *testing.T) {
 	}{
 		{"bad.ask.test", 443, false, false, "deny bad.ask.test"}, // deny beats ask
 		{"x.ask.test", 443, true, false, "ask *.ask.test"},
-		{"both.test", 443, true, false, "ask both.test"}, // ask beats allow
+		{"both.test", 443, true, false, "ask both.test"},         // ask beats allow
+		{"one.ask.test", 443, false, true, "allow one.ask.test"}, // the host itself beats an asked wildcard
+		{"b.any.ask.test", 443, true, false, "ask *.ask.test"},   // a wildcard does not
 		{"a.wide.test", 8443, true, false, "ask a.wide.test:8443"},
 		{"a.wide.test", 443, false, true, "allow *.wide.test"},
 		{"allowed.test", 443, false, true, "allow allowed.test"},

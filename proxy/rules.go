@@ -20,7 +20,8 @@ import (
 type Rules struct {
 	Allow, Deny []string
 	// Ask entries (same syntax) hold a connection until a person answers
-	// (Config.Ask): deny beats ask, ask beats allow.
+	// (Config.Ask): deny beats ask, ask beats allow, except that an Allow
+	// entry naming the host itself beats a wildcard Ask entry.
 	Ask []string
 	// Unknown is what happens to a name no entry matches: "deny" (the
 	// default when empty), "ask" or "allow". IP literals are never let
@@ -78,15 +79,16 @@ func (r Rules) Decide(host string, port int) Decision {
 			return Decision{Allow: true, Rule: "allow " + e}
 		}
 	}
-	for _, e := range r.Ask {
-		if p, err := parseEntry(e); err == nil && p.matches(h, port) {
-			return Decision{Ask: true, Rule: "ask " + e}
-		}
+	ask, askExact := firstMatch(r.Ask, h, port)
+	allow, allowExact := firstMatch(r.Allow, h, port)
+	// Ask beats allow, except that an entry naming the host itself in
+	// network.allow beats a wildcard in network.ask: "always allow" for
+	// one host of an asked domain is written that way.
+	if ask != "" && !(allowExact && !askExact && allow != "") {
+		return Decision{Ask: true, Rule: "ask " + ask}
 	}
-	for _, e := range r.Allow {
-		if p, err := parseEntry(e); err == nil && p.matches(h, port) {
-			return Decision{Allow: true, Rule: "allow " + e}
-		}
+	if allow != "" {
+		return Decision{Allow: true, Rule: "allow " + allow}
 	}
 	unknown := r.unknownRule()
 	if h.ip.IsValid() || looksNumeric(h.name) {
@@ -99,6 +101,17 @@ func (r Rules) Decide(host string, port int) Decision {
 		return Decision{Ask: true, Rule: unknown}
 	}
 	return Decision{Rule: unknown, Reason: "not in network.allow"}
+}
+
+// firstMatch is the first entry of list that matches h and port ("" for
+// none), and whether it names the host itself rather than a wildcard.
+func firstMatch(list []string, h host, port int) (string, bool) {
+	for _, e := range list {
+		if p, err := parseEntry(e); err == nil && p.matches(h, port) {
+			return e, !p.wildcard
+		}
+	}
+	return "", false
 }
 
 // unknownRule is the rule a name no entry matches is decided by.
