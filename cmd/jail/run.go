@@ -30,6 +30,7 @@ usage:
   jail learned [list] | show NAME | rm NAME   profiles jail --learning wrote
   jail trust [DIR]                  trust the project's jail.json as it is now
   jail schema                       print the JSON Schema for jail.json
+  jail dashboard [--port N] [--open]   a local web page to watch and answer running jails
 
 flags:
 `
@@ -52,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return trustCmd(args[1:], stdout, stderr)
 		case "schema":
 			return schemaCmd(stdout)
+		case "dashboard":
+			return dashboardCmd(args[1:], stdout, stderr)
 		case "remote-run":
 			return remoteRunCmd(args[1:], stderr)
 		}
