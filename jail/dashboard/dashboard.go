@@ -41,9 +41,9 @@ type Server struct {
 	clients func(dir string) ([]*control.Client, error)
 
 	mu       sync.Mutex
-	watching map[string]bool              // socket paths being watched
-	sessions map[string]*session          // by session id
-	backlog  []control.Event              // the latest decisions and activity
+	watching map[string]bool             // socket paths being watched
+	sessions map[string]*session         // by session id
+	backlog  []control.Event             // the latest decisions and activity
 	subs     map[chan control.Event]bool // the open /events streams
 }
 

@@ -90,6 +90,7 @@ function renderHeld(r) {
   tr.className = "pending kind-" + r.kind;
   tr.dataset.id = r.id;
   tr.dataset.session = r.session;
+  tr.dataset.host = r.host || "";
   body.appendChild(tr);
 }
 
