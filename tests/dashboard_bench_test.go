@@ -2,7 +2,6 @@ package tests
 
 import (
 	gocontext "context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,9 +27,7 @@ func BenchmarkDashboard(b *testing.B) {
 	id := "bench" + uniq()
 	hub := control.NewHub(control.HubConfig{Info: control.Info{ID: id, Command: []string{"bench"}, Started: time.Now(), PID: os.Getpid()},
 		Timeout: time.Minute})
-	if err := hub.Listen(dir); errors.Is(err, control.ErrNotImplemented) {
-		b.Skip("this build's control Hub is the contract's stub (Listen refuses): there is no Hub to hold a request")
-	} else if err != nil {
+	if err := hub.Listen(dir); err != nil {
 		b.Fatal(err)
 	}
 	defer hub.Close()
@@ -50,7 +47,7 @@ func BenchmarkDashboard(b *testing.B) {
 	ms := float64(median(took).Microseconds()) / 1000
 	b.ReportMetric(ms, "ms/op")
 	if ms > 200 {
-		b.Logf("median %.1f ms from held to row, over the 200 ms target", ms)
+		b.Logf("%d requests: median %.1f ms from held to row, over the 200 ms target", b.N, ms)
 	}
 }
 

@@ -5,7 +5,7 @@
 // It serves on loopback only and trusts nothing about the browser's
 // neighbourhood: a request must name the dashboard's own loopback address
 // in its Host header (no DNS rebinding), carry the session cookie that
-// only the one-time token in the printed URL hands out, and, to change
+// only the secret token in the printed URL hands out, and, to change
 // anything, also the page's CSRF value, a JSON body and no foreign Origin.
 package dashboard
 
@@ -35,7 +35,7 @@ const backlogSize = 500
 type Server struct {
 	dir     string // the control sockets' directory
 	port    int
-	token   string // in the printed URL; exchanged once for the cookie
+	token   string // in the printed URL; exchanged for the cookie
 	cookie  string // the session cookie's value
 	csrf    string // given to the page, required on every POST
 	clients func(dir string) ([]*control.Client, error)
@@ -78,7 +78,7 @@ func secret() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// URL is the address to open: it carries the one-time token.
+// URL is the address to open: it carries the secret token.
 func (s *Server) URL() string {
 	return fmt.Sprintf("http://127.0.0.1:%d/?token=%s", s.port, s.token)
 }

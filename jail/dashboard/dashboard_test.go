@@ -3,11 +3,11 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +29,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "ctl") // made private by the Hub that listens there
 	s, err := New(dir, port)
 	if err != nil {
 		t.Fatal(err)
@@ -285,9 +285,10 @@ func TestEventsStream(t *testing.T) {
 func TestHub(t *testing.T) {
 	f := newFixture(t)
 	hub := control.NewHub(control.HubConfig{Info: control.Info{ID: "abcdef123456", Command: []string{"sh"}}, Timeout: 10 * time.Second})
-	if err := hub.Listen(f.dir); errors.Is(err, control.ErrNotImplemented) {
-		t.Skip("the control Hub of this build is the contract's stub (Listen refuses); this test runs once the Hub is built")
-	} else if err != nil {
+	if control.Dir() == "" {
+		t.Skip("the control plane of this build is the contract's stub (control.Dir is empty, Listen refuses); this test runs once the Hub is built")
+	}
+	if err := hub.Listen(f.dir); err != nil {
 		t.Fatal(err)
 	}
 	defer hub.Close()

@@ -84,7 +84,7 @@ func (s *Server) hostOK(host string) bool {
 	return host == "127.0.0.1:"+p || host == "localhost:"+p
 }
 
-// exchange trades the one-time token for the session cookie and takes the
+// exchange trades the URL's token for the session cookie and takes the
 // token out of the address bar.
 func (s *Server) exchange(w http.ResponseWriter, r *http.Request) {
 	if !same(r.URL.Query().Get("token"), s.token) {
