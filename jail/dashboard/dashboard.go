@@ -144,9 +144,20 @@ func (s *Server) scan(ctx context.Context) {
 func (s *Server) watch(ctx context.Context, c *control.Client) {
 	var id string
 	c.Watch(ctx, func(e control.Event) {
+		if e.Session == "" && e.Status != nil {
+			e.Session = e.Status.ID
+		}
+		if e.Session == "" {
+			e.Session = id // the page files every event under its session
+		}
 		if e.Type == control.EventHello && e.Status != nil {
 			id = e.Status.ID
-			s.hello(c, *e.Status)
+			s.publish(e)
+			// requests held before this watch began
+			for _, r := range s.hello(c, *e.Status) {
+				s.publish(control.Event{Type: control.EventHeld, Session: id, Request: &r})
+			}
+			return
 		}
 		s.apply(e)
 		s.publish(e)
@@ -162,8 +173,8 @@ func (s *Server) watch(ctx context.Context, c *control.Client) {
 	}
 }
 
-// hello records a session's Status and its held requests.
-func (s *Server) hello(c *control.Client, st control.Status) {
+// hello records a session's Status and returns its held requests.
+func (s *Server) hello(c *control.Client, st control.Status) []control.Request {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	pending, _ := c.Pending(ctx)
@@ -171,9 +182,12 @@ func (s *Server) hello(c *control.Client, st control.Status) {
 	for _, r := range pending {
 		ss.pending[r.ID] = r
 	}
+	st.Counts.Pending = len(ss.pending)
+	ss.status = st
 	s.mu.Lock()
 	s.sessions[st.ID] = ss
 	s.mu.Unlock()
+	return pending
 }
 
 // apply keeps the sessions' state in step with one event.
@@ -209,7 +223,7 @@ func count(c *control.Counts, verdict string) {
 	switch verdict {
 	case "allow":
 		c.Allowed++
-	case "deny":
+	case "deny", "error":
 		c.Denied++
 	}
 }

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -25,11 +26,16 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureIn(t, filepath.Join(t.TempDir(), "ctl"))
+}
+
+// newFixtureIn serves a dashboard over the control sockets in dir.
+func newFixtureIn(t *testing.T, dir string) *fixture {
+	t.Helper()
 	ln, port, err := Listen(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "ctl") // made private by the Hub that listens there
 	s, err := New(dir, port)
 	if err != nil {
 		t.Fatal(err)
@@ -280,18 +286,21 @@ func TestEventsStream(t *testing.T) {
 }
 
 // TestHub runs the dashboard against a real Hub on a control socket: the
-// session shows up, a held request is streamed, and an answer posted to the
-// dashboard reaches the Hub.
+// session shows up, a held request is streamed, an answer posted to the
+// dashboard reaches the Hub, and so does a rule for every session.
 func TestHub(t *testing.T) {
-	f := newFixture(t)
-	hub := control.NewHub(control.HubConfig{Info: control.Info{ID: "abcdef123456", Command: []string{"sh"}}, Timeout: 10 * time.Second})
+	dir := filepath.Join(t.TempDir(), "ctl") // made private by the Hub
+	live := make(chan string, 4)
+	hub := control.NewHub(control.HubConfig{Info: control.Info{ID: "abcdef123456", Command: []string{"sh"}}, Timeout: 10 * time.Second,
+		Rules: control.Rules{Live: func(allow bool, host string) error { live <- fmt.Sprint(allow, " ", host); return nil }}})
 	if control.Dir() == "" {
 		t.Skip("the control plane of this build is the contract's stub (control.Dir is empty, Listen refuses); this test runs once the Hub is built")
 	}
-	if err := hub.Listen(f.dir); err != nil {
+	if err := hub.Listen(dir); err != nil {
 		t.Fatal(err)
 	}
 	defer hub.Close()
+	f := newFixtureIn(t, dir)
 	c := f.login(t)
 	ch := readEvents(t, c, f.base)
 	got := make(chan control.Answer, 1)
@@ -322,5 +331,22 @@ func TestHub(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the Hub never got the answer")
+	}
+	rb, _ := json.Marshal(ruleBody{Allow: true, Host: "later.example.test", Scope: control.ScopeSession})
+	if code := post(t, c, f.base+"/api/rule", h, string(rb)); code != 200 {
+		t.Fatalf("POST /api/rule: %d", code)
+	}
+	if got := <-live; got != "true later.example.test" {
+		t.Fatalf("the Hub's live rule: %q", got)
+	}
+	// the same rule without the CSRF value never reaches the Hub
+	delete(h, CSRFHeader)
+	if code := post(t, c, f.base+"/api/rule", h, string(rb)); code != 403 {
+		t.Fatalf("POST /api/rule without CSRF: %d, want 403", code)
+	}
+	select {
+	case got := <-live:
+		t.Fatalf("a rule without the CSRF value reached the Hub: %q", got)
+	case <-time.After(200 * time.Millisecond):
 	}
 }

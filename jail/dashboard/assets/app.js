@@ -72,9 +72,10 @@ function button(label, cls, scope, onclick) {
   return b;
 }
 
+// renderHeld adds a held request's row; false when it is there already.
 function renderHeld(r) {
   const body = document.querySelector("#pending tbody");
-  if (body.querySelector('tr[data-id="' + CSS.escape(r.id) + '"]')) return;
+  if (body.querySelector('tr[data-id="' + CSS.escape(r.id) + '"]')) return false;
   const what = r.kind === "command"
     ? (r.argv || []).join(" ") + "\n  in " + (r.cwd || "")
     : (r.scheme ? r.scheme + "://" : "") + r.host + (r.port ? ":" + r.port : "");
@@ -92,11 +93,13 @@ function renderHeld(r) {
   tr.dataset.session = r.session;
   tr.dataset.host = r.host || "";
   body.appendChild(tr);
+  return true;
 }
 
 function removeHeld(r) {
   const tr = document.querySelector('#pending tr[data-id="' + CSS.escape(r.id) + '"]');
   if (tr) tr.remove();
+  return !!tr;
 }
 
 function matches(tr, q) {
@@ -163,12 +166,14 @@ function onEvent(e) {
       });
       break;
     case "held":
-      if (e.request) renderHeld(e.request);
-      bump(e.session, (st) => { st.counts.pending = (st.counts.pending || 0) + 1; });
+      if (e.request && renderHeld(e.request)) {
+        bump(e.session, (st) => { st.counts.pending = (st.counts.pending || 0) + 1; });
+      }
       break;
     case "answered":
-      if (e.request) removeHeld(e.request);
-      bump(e.session, (st) => { st.counts.pending = Math.max(0, (st.counts.pending || 0) - 1); });
+      if (e.request && removeHeld(e.request)) {
+        bump(e.session, (st) => { st.counts.pending = Math.max(0, (st.counts.pending || 0) - 1); });
+      }
       break;
     case "rule":
       bump(e.session, (st) => { st.added = (st.added || []).concat([e.rule]); });
