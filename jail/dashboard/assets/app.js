@@ -35,7 +35,9 @@ function policy(st) {
   if (p.deny && p.deny.length) parts.push("deny " + p.deny.join(" "));
   if (p.commandAsk && p.commandAsk.length) parts.push("command.ask " + p.commandAsk.join(", "));
   if (p.commandDeny && p.commandDeny.length) parts.push("command.deny " + p.commandDeny.join(", "));
+  if (p.writable && p.writable.length) parts.push("writable " + p.writable.join(" "));
   if (p.masked) parts.push(p.masked + " masked");
+  if (p.askTimeoutSeconds) parts.push("ask timeout " + p.askTimeoutSeconds + "s");
   if (st.added && st.added.length) parts.push("added: " + st.added.join(", "));
   return parts.join("\n");
 }
