@@ -156,8 +156,10 @@ func dashToken(t *testing.T, ctx gocontext.Context, d *dashboard) {
 // dashLive: a denial made in a running jail shows up; its "allow this"
 // lets the same jail's next request through.
 func dashLive(t *testing.T, ctx gocontext.Context, s *Sandbox, d *dashboard, u *upstream) {
+	os.Remove(s.Project + "/go1")
 	os.Remove(s.Project + "/go2")
 	script := `# ` + hostile + `
+i=0; until [ -e go1 ] || [ $i -gt 600 ]; do sleep 0.1; i=$((i+1)); done
 curl -s -o /dev/null -w 'one=%{http_code}\n' --max-time 10 http://denied.dash.test/one
 i=0; until [ -e go2 ] || [ $i -gt 600 ]; do sleep 0.1; i=$((i+1)); done
 curl -s -o /dev/null -w 'two=%{http_code}\n' --max-time 10 http://denied.dash.test/two`
@@ -167,7 +169,14 @@ curl -s -o /dev/null -w 'two=%{http_code}\n' --max-time 10 http://denied.dash.te
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { s.WriteFile(s.Project+"/go2", "", 0o644); cmd.Wait() }()
+	defer func() { s.WriteFile(s.Project+"/go1", "", 0o644); s.WriteFile(s.Project+"/go2", "", 0o644); cmd.Wait() }()
+	// The page streams the decisions made once it watches the session
+	// (within a second of its start): the jail waits for that.
+	seen := `Array.from(document.querySelectorAll("#sessions tr.session")).some(tr => tr.textContent.includes("until [ -e go1 ]"))`
+	if err := within(ctx, 30*time.Second, chromedp.Poll[chromedp.Void](seen, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the running session never appeared in the page: %v\njail:\n%s", err, out.String())
+	}
+	s.WriteFile(s.Project+"/go1", "", 0o644)
 	row := `#decisions tr.decision[data-host="denied.dash.test"][data-verdict="deny"]`
 	if err := within(ctx, 30*time.Second, chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
 		t.Fatalf("the denial never appeared in the page: %v\njail:\n%s", err, out.String())
