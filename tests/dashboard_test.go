@@ -41,14 +41,19 @@ func TestDashboard(t *testing.T) {
 			}
 			dashAsk(t, ctx, s, u)
 		})
-		png, err := value(ctx, 10*time.Second, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		if err := os.WriteFile(filepath.Join(artifacts(t), "dashboard.png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	})
+}
+
+// screenshot saves the page as dashboard.png among the test artifacts.
+func screenshot(t *testing.T, ctx gocontext.Context) {
+	t.Helper()
+	png, err := value(ctx, 10*time.Second, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(artifacts(t), "dashboard.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // needLiveControl skips when this build has no control plane to watch.
@@ -204,6 +209,7 @@ curl -s -o /dev/null -w 'two=%{http_code}\n' --max-time 10 http://denied.dash.te
 			chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Fatalf("allow this: the rule never showed on the session: %v", err)
 	}
+	screenshot(t, ctx) // the running session, its denial and the rule added
 	s.WriteFile(s.Project+"/go2", "", 0o644)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the jail failed: %v\n%s", err, out.String())
