@@ -65,6 +65,7 @@ bench: build test-deps
 	$(GO) test -run '^$$' -bench Startup -benchtime 40x -count 3 ./tests/
 	$(GO) test -run '^$$' -bench ExecWithRules -benchtime 5x -count 1 ./tests/
 	$(GO) test -run '^$$' -bench Learning -benchtime 5x -count 1 ./tests/
+	$(GO) test -run '^$$' -bench Dashboard -benchtime 20x -count 1 ./tests/
 	$(GO) test -run '^$$' -bench 'Intercept|Inject' -benchtime 3x -count 2 ./proxy/
 	$(GO) test -run '^$$' -bench 'Generate|Build' -count 3 ./darwin/
 	JAIL_NET_BENCH=1 $(GO) test -count=1 -v -run '^TestNetBench$$' ./tests/

@@ -25,6 +25,7 @@ if [ "${1:-}" = "--test" ]; then
 	command -v setcap >/dev/null 2>&1 || [ -x /usr/sbin/setcap ] || [ -x /sbin/setcap ] || need="$need libcap2-bin"
 	command -v hyperfine >/dev/null 2>&1 || need="$need hyperfine"
 	command -v strace >/dev/null 2>&1 || need="$need strace" # BenchmarkLearning's reference
+	[ -x /usr/bin/chromium ] || need="$need chromium" # the dashboard tests drive it headless
 fi
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || need="$need golang-go"
 

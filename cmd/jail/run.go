@@ -34,6 +34,7 @@ usage:
   jail pending [--json]             what running sessions hold for an answer
   jail approve|reject ID [--session|--project|--user]      answer a held request (once by default)
   jail schema                       print the JSON Schema for jail.json
+  jail dashboard [--port N] [--open]   a local web page to watch and answer running jails
 
 flags:
 `
@@ -64,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return pendingCmd(args[1:], stdout, stderr)
 		case "approve", "reject":
 			return answerCmd(args[0] == "approve", args[1:], stdout, stderr)
+		case "dashboard":
+			return dashboardCmd(args[1:], stdout, stderr)
 		case "remote-run":
 			return remoteRunCmd(args[1:], stderr)
 		}
