@@ -651,6 +651,15 @@ func (b *builder) commandRules() error {
 		p.GaveUp = append(p.GaveUp, "command rules (no seccomp user notification: "+strings.Join(p.CommandDeny, ", ")+" not enforced at exec)")
 		p.CommandDeny, p.CommandAllow = nil, nil
 	}
+	if len(p.CommandAsk) > 0 && !b.f.SeccompNotify {
+		// Nothing can hold an exec then: refused unless --best-effort,
+		// which says the asked commands run unasked.
+		if !pol.BestEffort {
+			return fmt.Errorf("%w: command.ask needs seccomp user notification, which this kernel lacks (Linux >= 5.0); remove the rules or run with --best-effort", jail.ErrUnsupported)
+		}
+		p.GaveUp = append(p.GaveUp, "command.ask (no seccomp user notification: "+strings.Join(p.CommandAsk, ", ")+" run without asking)")
+		p.CommandAsk = nil
+	}
 	return nil
 }
 
