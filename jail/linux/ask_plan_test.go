@@ -1,0 +1,32 @@
+package linux
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jailsh/jail/jail"
+)
+
+// TestCommandAskNeedsNotification: without seccomp user notification
+// nothing can hold an exec, so command.ask refuses the run (exit 125 with
+// one line) unless --best-effort, which drops the rules and says so.
+func TestCommandAskNeedsNotification(t *testing.T) {
+	for _, bestEffort := range []bool{false, true} {
+		b := &builder{pol: &jail.Policy{ProjectRoot: "/home/u/proj", BestEffort: bestEffort}, f: &Facts{SeccompNotify: false}, p: &Plan{CommandAsk: []string{"git push"}}}
+		err := b.commandRules()
+		if !bestEffort {
+			if !errors.Is(err, jail.ErrUnsupported) || !strings.Contains(err.Error(), "command.ask needs seccomp user notification") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("without notification: %v, want one ErrUnsupported line about command.ask", err)
+			}
+			continue
+		}
+		if err != nil || len(b.p.CommandAsk) != 0 || len(b.p.GaveUp) != 1 || !strings.Contains(b.p.GaveUp[0], "git push run without asking") {
+			t.Errorf("best effort: err=%v CommandAsk=%v GaveUp=%v", err, b.p.CommandAsk, b.p.GaveUp)
+		}
+	}
+	b := &builder{pol: &jail.Policy{ProjectRoot: "/home/u/proj"}, f: &Facts{SeccompNotify: true}, p: &Plan{CommandAsk: []string{"git push"}}}
+	if err := b.commandRules(); err != nil || len(b.p.CommandAsk) != 1 {
+		t.Errorf("with notification: err=%v CommandAsk=%v", err, b.p.CommandAsk)
+	}
+}
