@@ -27,11 +27,11 @@ type heldExec struct {
 	n      seccompNotif
 	o      op
 	call   execCall
-	base   string // the caller's directory a relative path started at
+	base   string // the directory (dirfd's) a relative path started at
 	cwd    string
 	inJail string
 	rule   jail.CommandRule
-	id     fileID
+	file   fileKey // the file and its size and times: a rewrite shows
 }
 
 // holdExec records what an asked exec is, for the question and for the
@@ -40,11 +40,10 @@ func (s *supervisor) holdExec(n *seccompNotif, o op, c execCall, inJail string, 
 	pid := int(n.Pid)
 	h := &heldExec{n: *n, o: o, call: c, inJail: inJail, rule: rule}
 	h.cwd = ownProcLink(pid, unix.AT_FDCWD)
-	h.base = h.cwd
 	if c.dirfd != unix.AT_FDCWD {
 		h.base = ownProcLink(pid, c.dirfd)
 	}
-	h.id, _ = s.execID(pid, c, ownProcLink)
+	h.file, _ = s.execFileKey(pid, c, ownProcLink)
 	return h
 }
 
@@ -69,15 +68,17 @@ func (s *supervisor) answerHeld(h *heldExec) {
 			resp.Flags, resp.Error, verdict = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE, 0, "allow"
 		}
 	}
-	// A caller killed meanwhile: the id is no longer valid, sending
-	// fails, and there is nothing left to answer.
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_SEND), uintptr(unsafe.Pointer(&resp)))
+	// Recorded before the answer: a command refused may end the jail at
+	// once, and its log with it.
 	if verdict == "deny" {
 		s.mu.Lock()
 		s.denied = append(s.denied, h.rule.String())
 		s.mu.Unlock()
 	}
 	s.logExec(pid, h, rule, verdict, reason)
+	// A caller killed meanwhile: the id is no longer valid, sending
+	// fails, and there is nothing left to answer.
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_SEND), uintptr(unsafe.Pointer(&resp)))
 	if s.trace != nil && errno == 0 {
 		e := 0
 		if verdict == "deny" {
@@ -88,19 +89,43 @@ func (s *supervisor) answerHeld(h *heldExec) {
 }
 
 // askFor asks the asker about a held exec, for at most the ask timeout
-// and a grace (the asker keeps its own timeout), or until run returns.
+// and a grace (the asker keeps its own timeout), until run returns, or
+// until the exec's process is gone (killed meanwhile): then no one is
+// left waiting for the answer.
 func (s *supervisor) askFor(h *heldExec, rule string) control.Answer {
 	ctx := s.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	var cancel context.CancelFunc
 	if s.askTimeout > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.askTimeout+askGrace)
-		defer cancel()
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.cancelWhenGone(ctx, cancel, h.n.ID) }()
+	defer func() { cancel(); <-watched }() // s.fd outlives the watch
 	argv := slices.Clone(h.call.argv)
 	return s.ask(ctx, control.Request{Session: s.session, Kind: control.KindCommand, Rule: rule, Argv: argv, Cwd: h.cwd, Path: h.inJail, PID: int(h.n.Pid)})
+}
+
+// cancelWhenGone cancels ctx once the notification id is no longer
+// valid: the exec's caller was killed.
+func (s *supervisor) cancelWhenGone(ctx context.Context, cancel context.CancelFunc, id uint64) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if !s.valid(id) {
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 // unchanged checks, before a held exec is let go on, that it is the one
@@ -120,15 +145,16 @@ func (s *supervisor) unchanged(h *heldExec) string {
 	if c.path != h.call.path || c.dirfd != h.call.dirfd || c.emptyPath != h.call.emptyPath || !slices.Equal(c.argv, h.call.argv) {
 		return "the held exec changed its path or arguments"
 	}
-	base := ownProcLink(pid, unix.AT_FDCWD)
+	// The working directory is part of what was shown: git push in
+	// another repository is another push.
+	base := ""
 	if c.dirfd != unix.AT_FDCWD {
 		base = ownProcLink(pid, c.dirfd)
 	}
-	if base != h.base {
+	if ownProcLink(pid, unix.AT_FDCWD) != h.cwd || base != h.base {
 		return "the held exec changed its directory"
 	}
-	id, ok := s.execID(pid, c, ownProcLink)
-	if !ok || id != h.id {
+	if file, ok := s.execFileKey(pid, c, ownProcLink); !ok || file != h.file {
 		return "the held exec's file changed"
 	}
 	if !s.valid(h.n.ID) {
@@ -137,18 +163,19 @@ func (s *supervisor) unchanged(h *heldExec) string {
 	return ""
 }
 
-// execID is the identity of the file an exec runs, as openExec finds it.
-func (s *supervisor) execID(pid int, c execCall, link func(int, int32) string) (fileID, bool) {
+// execFileKey is the identity, size and times of the file an exec runs,
+// as openExec finds it: another file, or the same rewritten, differs.
+func (s *supervisor) execFileKey(pid int, c execCall, link func(int, int32) string) (fileKey, bool) {
 	fd, errno := s.openExecWith(pid, c.dirfd, c.path, c.emptyPath, link)
 	if errno != 0 {
-		return fileID{}, false
+		return fileKey{}, false
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fileID{}, false
+		return fileKey{}, false
 	}
-	return fileID{st.Dev, st.Ino}, true
+	return fileKey{fileID{st.Dev, st.Ino}, st.Size, st.Mtim, st.Ctim}, true
 }
 
 // ownProcLink is procLink without the supervisor's buffers, for the

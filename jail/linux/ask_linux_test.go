@@ -25,12 +25,17 @@ type asker struct {
 	mu     sync.Mutex
 	asked  []control.Request
 	answer func(control.Request) control.Answer
+	// answerCtx, when set, answers instead, seeing the supervisor's ctx.
+	answerCtx func(context.Context, control.Request) control.Answer
 }
 
 func (a *asker) ask(ctx context.Context, r control.Request) control.Answer {
 	a.mu.Lock()
 	a.asked = append(a.asked, r)
 	a.mu.Unlock()
+	if a.answerCtx != nil {
+		return a.answerCtx(ctx, r)
+	}
 	return a.answer(r)
 }
 
@@ -282,6 +287,58 @@ print("exec failed", ctypes.get_errno())
 			t.Errorf("the log does not say why:\n%s", log)
 		}
 	})
+	t.Run("directory changed", func(t *testing.T) {
+		other := t.TempDir()
+		script := `import ctypes, threading, time, os
+libc = ctypes.CDLL(None, use_errno=True)
+argv = (ctypes.c_char_p * 3)(b"touch", b"made", None)
+def move():
+    time.sleep(0.5)
+    os.chdir("` + other + `")
+threading.Thread(target=move, daemon=True).start()
+libc.execv(b"/usr/bin/touch", argv)
+print("exec failed", ctypes.get_errno())
+`
+		if err := os.WriteFile(filepath.Join(dir, "move.py"), []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a := &asker{answer: func(control.Request) control.Answer {
+			time.Sleep(1500 * time.Millisecond) // the chdir happens meanwhile
+			return control.Answer{Allow: true, By: "jail approve"}
+		}}
+		out, _, log := superviseScript(t, dir, []string{"touch"}, a, "python3 move.py")
+		if r := a.requests(); len(r) != 1 || r[0].Cwd != dir {
+			t.Fatalf("asked %+v, want once in %s", r, dir)
+		}
+		for _, f := range []string{filepath.Join(dir, "made"), filepath.Join(other, "made")} {
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%s was created: the exec ran elsewhere than shown\n%s", f, out)
+			}
+		}
+		if !strings.Contains(out, "exec failed 1") || !strings.Contains(log, "changed its directory") {
+			t.Errorf("the exec was not refused for its directory:\n%s\n%s", out, log)
+		}
+	})
+	t.Run("file rewritten", func(t *testing.T) {
+		tool := filepath.Join(dir, "tool2")
+		if err := os.WriteFile(tool, []byte("#!/bin/sh\necho shown-ran\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		a := &asker{answer: func(control.Request) control.Answer {
+			// The same file, its content replaced in place.
+			if err := os.WriteFile(tool, []byte("#!/bin/sh\ntouch "+evil+"\n"), 0o755); err != nil {
+				t.Error(err)
+			}
+			return control.Answer{Allow: true, By: "jail approve"}
+		}}
+		out, err, log := superviseScript(t, dir, []string{"tool2"}, a, "./tool2")
+		if _, serr := os.Stat(evil); serr == nil || err == nil || strings.Contains(out, "shown-ran") {
+			t.Errorf("the rewritten file ran (err %v)\n%s", err, out)
+		}
+		if !strings.Contains(log, "file changed") {
+			t.Errorf("the log does not say why:\n%s", log)
+		}
+	})
 	t.Run("file replaced", func(t *testing.T) {
 		tool, other := filepath.Join(dir, "tool"), filepath.Join(dir, "other")
 		if err := os.WriteFile(tool, []byte("#!/bin/sh\necho shown-ran\n"), 0o755); err != nil {
@@ -304,4 +361,29 @@ print("exec failed", ctypes.get_errno())
 			t.Errorf("the log does not say why:\n%s", log)
 		}
 	})
+}
+
+// TestAskCallerKilled: a held exec whose process is killed meanwhile is
+// no longer waited for: the asker's context ends, long before any
+// timeout, and the supervisor goes on.
+func TestAskCallerKilled(t *testing.T) {
+	work, bare := gitRepos(t)
+	ended := make(chan time.Duration, 1)
+	a := &asker{answerCtx: func(ctx context.Context, r control.Request) control.Answer {
+		start := time.Now()
+		select {
+		case <-ctx.Done():
+			ended <- time.Since(start)
+		case <-time.After(8 * time.Second):
+			ended <- -1
+		}
+		return control.Answer{By: "ended"}
+	}}
+	out, _, _ := superviseScript(t, work, []string{"git push"}, a, "git push -q origin main & sleep 0.5; kill -9 $!; wait; true")
+	if pushed(bare) {
+		t.Fatal("pushed")
+	}
+	if d := <-ended; d < 0 || d > 5*time.Second {
+		t.Fatalf("the asker was still asked about a killed process (%v)\n%s", d, out)
+	}
 }
