@@ -58,11 +58,10 @@ func superviseScript(t *testing.T, dir string, asks []string, a *asker, script s
 		t.Fatal(err)
 	}
 	s := newSupervisor(nil, nil, "test", log)
-	var hook func(context.Context, control.Request) control.Answer
+	s.setAsk(asks, 10*time.Second)
 	if a != nil {
-		hook = a.ask
+		s.ask = a.ask
 	}
-	s.setAsk(asks, 10*time.Second, hook)
 	s.findPrograms(os.Getenv("PATH"), dir)
 	var out strings.Builder
 	cmd := exec.Command("bash", "-c", script)

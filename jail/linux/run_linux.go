@@ -213,9 +213,9 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 			defer log.Close()
 		}
 		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, plan.Session, log)
-		// The asker is the session's control hub; without one an asked
-		// exec is refused.
-		sup.setAsk(plan.CommandAsk, plan.AskTimeout, nil)
+		// sup.ask, the session's control hub, answers them; without one
+		// an asked exec is refused.
+		sup.setAsk(plan.CommandAsk, plan.AskTimeout)
 		if spec.Trace {
 			sup.trace = obs.add
 		}

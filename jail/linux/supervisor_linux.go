@@ -93,9 +93,9 @@ func (s *supervisor) findPrograms(pathEnv, project string) {
 }
 
 // setAsk makes the supervisor hold the execs the command.ask rules name
-// until ask answers (at most timeout plus a grace).
-func (s *supervisor) setAsk(rules []string, timeout time.Duration, ask func(context.Context, control.Request) control.Answer) {
-	s.asks, s.askTimeout, s.ask = jail.ParseCommandRules(rules), timeout, ask
+// until s.ask answers (at most timeout plus a grace).
+func (s *supervisor) setAsk(rules []string, timeout time.Duration) {
+	s.asks, s.askTimeout = jail.ParseCommandRules(rules), timeout
 }
 
 // run answers notifications until the listener fails (the jail is gone).
