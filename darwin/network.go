@@ -71,7 +71,7 @@ func StartNetwork(p *Plan, l net.Listener, warn io.Writer) (*Network, error) {
 	n := &Network{log: proxy.OpenLogOrWarn(p.StateDir, warn)}
 	n.srv, err = proxy.New(proxy.Config{
 		Rules: proxy.Rules{
-			Allow: p.Rules.Allow, Deny: p.Rules.Deny, Unknown: p.Rules.Unknown,
+			Allow: p.Rules.Allow, Deny: p.Rules.Deny, Ask: p.Rules.Ask, Unknown: p.Rules.Unknown,
 			Hosts: p.Rules.Hosts, Passthrough: p.Rules.Passthrough,
 		},
 		CA: ca, Log: n.log, Session: p.Session, Secrets: p.Secrets, DenyCommands: p.DenyCommands,

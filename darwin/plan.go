@@ -190,6 +190,9 @@ func (p *Plan) network(pol *jail.Policy, port int) {
 	if len(pol.Command.Deny) > 0 {
 		p.Notes = append(p.Notes, "command.deny is not checked at exec on macOS; git push and npm publish are still refused on the wire")
 	}
+	if len(pol.Command.Ask) > 0 {
+		p.Notes = append(p.Notes, "command.ask is not checked at exec on macOS: "+strings.Join(pol.Command.Ask, ", ")+" run without a question")
+	}
 }
 
 // proxyVars point clients at the proxy (HTTP and SOCKS on one port) and

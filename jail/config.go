@@ -34,6 +34,9 @@ type Config struct {
 	AgentSandbox string `json:"agentSandbox,omitempty" noun:"an agent name"`
 	// Learned records what a learning run saw; it informs, it grants nothing.
 	Learned LearnedConfig `json:"learned,omitempty"`
+	// AskTimeout is how many seconds (1-3600) a held request or exec waits
+	// for a person's answer before it is denied; 0 is the default, 60.
+	AskTimeout int `json:"askTimeout,omitempty" noun:"a number of seconds"`
 	// Remote names the hosts jail --remote NAME runs on. Only the user's
 	// own config may set it: a project must not pick where the user's code
 	// and agent go.
@@ -65,9 +68,12 @@ type FilesystemConfig struct {
 
 // NetworkConfig is the domain policy enforced by the proxy.
 type NetworkConfig struct {
-	Allow   []string          `json:"allow,omitempty" noun:"domains"`
-	Deny    []string          `json:"deny,omitempty" noun:"domains"`
-	Unknown string            `json:"unknown,omitempty" noun:"\"deny\" or \"allow\""`
+	Allow []string `json:"allow,omitempty" noun:"domains"`
+	Deny  []string `json:"deny,omitempty" noun:"domains"`
+	// Ask names the domains a connection to is held until a person
+	// answers; deny beats ask, ask beats allow.
+	Ask     []string          `json:"ask,omitempty" noun:"domains"`
+	Unknown string            `json:"unknown,omitempty" noun:"\"deny\", \"ask\" or \"allow\""`
 	Hosts   map[string]string `json:"hosts,omitempty" noun:"a host:port address" mapnoun:"host:port addresses"`
 	// Passthrough names hosts whose TLS is tunnelled, not intercepted.
 	Passthrough []string `json:"passthrough,omitempty" noun:"domains"`
@@ -98,6 +104,8 @@ type SecretEnv struct {
 type CommandConfig struct {
 	Deny  []string `json:"deny,omitempty" noun:"commands"`
 	Allow []string `json:"allow,omitempty" noun:"commands"`
+	// Ask are the commands whose execs wait for a person's approval.
+	Ask []string `json:"ask,omitempty" noun:"commands"`
 }
 
 // EnvConfig passes host variables through unmasked and sets others.
@@ -139,6 +147,9 @@ func (e *ConfigError) Error() string {
 	}
 	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
 }
+
+// MaxAskTimeout is the longest askTimeout, in seconds: an hour.
+const MaxAskTimeout = 3600
 
 // maxConfigSize bounds what jail reads as a config file.
 const maxConfigSize = 4 << 20
@@ -345,11 +356,12 @@ func (d *decoder) validate(root *jsonc.Node, c *Config) error {
 		return d.errAt(lookup(root, "agentSandbox").Start, `"agentSandbox" must be one of %s, got %q`, strings.Join(AgentSandboxNames(), ", "), c.AgentSandbox)
 	}
 	switch c.Network.Unknown {
-	case "", "deny", "allow":
-	case "ask":
-		return d.errAt(lookup(root, "network", "unknown").Start, `"unknown": "ask" is not supported yet; use "deny" or "allow"`)
+	case "", "deny", "ask", "allow":
 	default:
-		return d.errAt(lookup(root, "network", "unknown").Start, `"unknown" must be "deny" or "allow", got %q`, c.Network.Unknown)
+		return d.errAt(lookup(root, "network", "unknown").Start, `"unknown" must be "deny", "ask" or "allow", got %q`, c.Network.Unknown)
+	}
+	if n := find(root, "askTimeout"); n != nil && (c.AskTimeout < 1 || c.AskTimeout > MaxAskTimeout) {
+		return d.errAt(n.Start, `"askTimeout" must be a number of seconds from 1 to %d, got %s`, MaxAskTimeout, n.Str)
 	}
 	items := func(keys ...string) []*jsonc.Node {
 		if n := find(root, keys...); n != nil {
@@ -377,7 +389,7 @@ func (d *decoder) validate(root *jsonc.Node, c *Config) error {
 			return d.errAt(it.Start, "profile name %q must not contain a slash", it.Str)
 		}
 	}
-	for _, key := range []string{"allow", "deny", "passthrough"} {
+	for _, key := range []string{"allow", "deny", "ask", "passthrough"} {
 		for _, it := range items("network", key) {
 			if err := checkDomain(it.Str); err != nil {
 				return d.errAt(it.Start, "%v", err)

@@ -223,9 +223,6 @@ func TestParseConfigSpecExampleExact(t *testing.T) {
 	if !reflect.DeepEqual(*got, specExampleConfig) {
 		t.Errorf("got  %#v\nwant %#v", *got, specExampleConfig)
 	}
-	if strings.Contains(specExampleJSONC, `"ask"`) {
-		t.Errorf(`the example must not use "unknown": "ask" (not supported yet)`)
-	}
 }
 
 // nested builds a config whose "extends" value is nested so that the whole
@@ -300,7 +297,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown given a number",
 			doc:     `{"network": {"unknown": 1}}`,
-			wantErr: `jail.json:1:25: "unknown" must be "deny" or "allow", got a number`, exact: true,
+			wantErr: `jail.json:1:25: "unknown" must be "deny", "ask" or "allow", got a number`, exact: true,
 		},
 
 		// Keys.
@@ -317,12 +314,12 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown top-level key lists the expected ones",
 			doc:     `{"foo": 1}`,
-			wantErr: `jail.json:1:2: unknown key "foo"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true,
+			wantErr: `jail.json:1:2: unknown key "foo"; expected one of $schema, agentSandbox, askTimeout, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true,
 		},
 		{
 			name:    "unknown nested key lists the expected ones",
 			doc:     `{"network": {"allowed": []}}`,
-			wantErr: `jail.json:1:14: unknown key "allowed" in "network"; expected one of allow, deny, hosts, passthrough, unknown`, exact: true,
+			wantErr: `jail.json:1:14: unknown key "allowed" in "network"; expected one of allow, ask, deny, hosts, passthrough, unknown`, exact: true,
 		},
 		{
 			name:    "fields without a json name are not keys",
@@ -469,7 +466,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "tab and CRLF positions",
 			doc:     "{\r\n\t\"x\": 1\r\n}",
-			wantErr: `jail.json:2:2: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true,
+			wantErr: `jail.json:2:2: unknown key "x"; expected one of $schema, agentSandbox, askTimeout, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true,
 		},
 		{
 			name:    "nested too deep (66 levels)",
@@ -494,19 +491,49 @@ func TestParseConfigErrors(t *testing.T) {
 
 		// Values.
 		{
-			name:    `"unknown": "ask" is not supported yet`,
-			doc:     `{"network": {"unknown": "ask"}}`,
-			wantErr: `jail.json:1:25: "unknown": "ask" is not supported yet; use "deny" or "allow"`, exact: true,
+			name:    `"askTimeout": 0`,
+			doc:     `{"askTimeout": 0}`,
+			wantErr: `jail.json:1:16: "askTimeout" must be a number of seconds from 1 to 3600, got 0`, exact: true,
+		},
+		{
+			name:    `"askTimeout" over an hour`,
+			doc:     `{"askTimeout": 3601}`,
+			wantErr: `"askTimeout" must be a number of seconds from 1 to 3600, got 3601`,
+		},
+		{
+			name:    `"askTimeout" negative`,
+			doc:     `{"askTimeout": -5}`,
+			wantErr: `"askTimeout" must be a number of seconds from 1 to 3600, got -5`,
+		},
+		{
+			name:    `"askTimeout" as a fraction`,
+			doc:     `{"askTimeout": 2.5}`,
+			wantErr: `"askTimeout" must be a number of seconds, got a number`,
+		},
+		{
+			name:    `"askTimeout" as a string`,
+			doc:     `{"askTimeout": "60"}`,
+			wantErr: `"askTimeout" must be a number of seconds, got a string`,
+		},
+		{
+			name:    "network.ask entry parsed like allow",
+			doc:     `{"network": {"ask": ["*"]}}`,
+			wantErr: `"*" is not a domain`,
+		},
+		{
+			name:    "network.ask entry with a bad port",
+			doc:     `{"network": {"ask": ["a.example:99999"]}}`,
+			wantErr: `"a.example:99999" has an invalid port`,
 		},
 		{
 			name:    `"unknown": "maybe"`,
 			doc:     `{"network": {"unknown": "maybe"}}`,
-			wantErr: `jail.json:1:25: "unknown" must be "deny" or "allow", got "maybe"`, exact: true,
+			wantErr: `jail.json:1:25: "unknown" must be "deny", "ask" or "allow", got "maybe"`, exact: true,
 		},
 		{
 			name:    `"unknown" is case-sensitive`,
 			doc:     `{"network": {"unknown": "Deny"}}`,
-			wantErr: `"unknown" must be "deny" or "allow", got "Deny"`,
+			wantErr: `"unknown" must be "deny", "ask" or "allow", got "Deny"`,
 		},
 		{
 			name:    "domain with a space",
@@ -664,7 +691,7 @@ func TestParseConfigRegressions(t *testing.T) {
 			// The byte order mark is counted as a column; editors do not show it.
 			name:    "byte order mark does not shift columns",
 			doc:     "\xef\xbb\xbf{\"x\": 1}",
-			wantErr: `jail.json:1:2: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`,
+			wantErr: `jail.json:1:2: unknown key "x"; expected one of $schema, agentSandbox, askTimeout, command, description, env, extends, filesystem, learned, network, remote, secrets`,
 		},
 		{
 			// Five digits pass the length check, but 99999 is not a port.
@@ -835,7 +862,7 @@ func TestLoadConfigFile(t *testing.T) {
 		{name: "exactly 4 MiB", data: pad(4 << 20)},
 		{name: "one byte over 4 MiB", data: pad(4<<20 + 1), wantErr: "big.json: file is larger than 4 MiB; is this really a jail config?", exact: true},
 		{name: "8 MiB", data: pad(8 << 20), wantErr: "big.json: file is larger than 4 MiB; is this really a jail config?", exact: true},
-		{name: "syntax error carries the display name", data: []byte("{\n  \"x\": 1\n}"), wantErr: `big.json:2:3: unknown key "x"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true},
+		{name: "syntax error carries the display name", data: []byte("{\n  \"x\": 1\n}"), wantErr: `big.json:2:3: unknown key "x"; expected one of $schema, agentSandbox, askTimeout, command, description, env, extends, filesystem, learned, network, remote, secrets`, exact: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write("big.json", tc.data)
@@ -924,13 +951,14 @@ func TestResolve(t *testing.T) {
 			Deny:        []string{"*.evil"},
 			Unknown:     "deny",
 			Hosts:       map[string]string{"a.com": "127.0.0.1:1", "b.com": "127.0.0.1:3"},
+			Ask:         []string{},
 			Passthrough: []string{},
 		},
 		Secrets: SecretsConfig{
 			Env:   map[string]SecretEnv{"K": {Hosts: []string{"a.com", "b.com"}}, "L": {Hosts: []string{"c.com"}}},
 			Files: []string{"/home/u/proj/.env"},
 		},
-		Command:     CommandConfig{Deny: []string{"git push", "npm publish"}, Allow: []string{"git status"}},
+		Command:     CommandConfig{Deny: []string{"git push", "npm publish"}, Allow: []string{"git status"}, Ask: []string{}},
 		Env:         EnvConfig{Pass: []string{"TERM", "LANG"}, Set: map[string]string{"A": "1", "B": "2"}},
 		SecretNames: []string{"S", "T"},
 		BestEffort:  true,
@@ -1391,7 +1419,7 @@ func TestLoadLayersConfigOrder(t *testing.T) {
 		bad := filepath.Join(tmp, "bad")
 		write(filepath.Join(bad, "jail.json"), "{\n  \"allowWrite\": [\".\"]\n}")
 		_, _, err := LoadLayers(Options{}, nil, bad, home, func(string) string { return "" })
-		want := `jail.json:2:3: unknown key "allowWrite"; expected one of $schema, agentSandbox, command, description, env, extends, filesystem, learned, network, remote, secrets`
+		want := `jail.json:2:3: unknown key "allowWrite"; expected one of $schema, agentSandbox, askTimeout, command, description, env, extends, filesystem, learned, network, remote, secrets`
 		if err == nil || err.Error() != want {
 			t.Errorf("got %v, want %s", err, want)
 		}

@@ -45,6 +45,9 @@ type Policy struct {
 	Secrets SecretsConfig
 	Command CommandConfig
 	Env     EnvConfig
+	// AskTimeout is the seconds a held request or exec waits for an
+	// answer: the last layer that sets askTimeout, else 0 (the default).
+	AskTimeout int
 	// AgentSandbox are the agents whose own sandbox jail turns off.
 	AgentSandbox []string
 
@@ -231,6 +234,7 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 		p.DenyWrite = Union(p.DenyWrite, paths(c.Filesystem.DenyWrite))
 		p.Network.Allow = Union(p.Network.Allow, c.Network.Allow)
 		p.Network.Deny = Union(p.Network.Deny, c.Network.Deny)
+		p.Network.Ask = Union(p.Network.Ask, c.Network.Ask)
 		if c.Network.Unknown != "" {
 			p.Network.Unknown = c.Network.Unknown
 		}
@@ -250,6 +254,10 @@ func Resolve(layers []*Config, root, home string, opts Options) (*Policy, error)
 		p.Secrets.Files = Union(p.Secrets.Files, paths(c.Secrets.Files))
 		p.Command.Deny = Union(p.Command.Deny, c.Command.Deny)
 		p.Command.Allow = Union(p.Command.Allow, c.Command.Allow)
+		p.Command.Ask = Union(p.Command.Ask, c.Command.Ask)
+		if c.AskTimeout != 0 {
+			p.AskTimeout = c.AskTimeout
+		}
 		p.Env.Pass = Union(p.Env.Pass, c.Env.Pass)
 		p.Env.Set = mergeMap(p.Env.Set, c.Env.Set)
 		p.AgentSandbox = sortedAgentSandbox(p.AgentSandbox, c.AgentSandbox)

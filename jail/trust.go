@@ -27,12 +27,16 @@ import (
 //     env.set of any name.
 //   - need no trust: denyRead, denyWrite, network.deny, command.deny and
 //     secrets.env bound to no host, or injected into header fields only,
-//     narrow; "$schema", description and
+//     narrow; network.ask, network.unknown "ask" and command.ask narrow
+//     (see below); askTimeout is neutral; "$schema", description and
 //     learned only inform.
 //
-// "ask" (which the parser still refuses) would hold each unknown domain
-// until the person at the terminal allows it and deny it without one:
-// nothing would pass that the user did not accept there and then.
+// An ask rule holds a connection or exec until a person answers and
+// denies it without an answer: nothing passes that the user did not
+// accept there and then, deny rules still beat it, and what the rules
+// allowed before is held now, not let through. askTimeout only says how
+// long the wait is before that denial: a long one delays, a short one
+// denies sooner, neither lets anything through.
 // env.set needs trust for every name because what a variable does is up to
 // the programs that read it, and jail cannot know them all: loader and
 // interpreter options (LD_PRELOAD, NODE_OPTIONS, PYTHONPATH) run the

@@ -68,6 +68,16 @@ var trustDecisions = map[string]trustDecision{
 	"network.allow": {"widens: more domains", []trustCase{
 		widens("network.allow evil.example", func(c *Config, _, _ string) { c.Network.Allow = []string{"evil.example"} }),
 	}},
+	"network.ask": {"narrows: a held connection passes only when the person answering allows it, deny beats ask, and what allow let through is held", []trustCase{
+		narrows(func(c *Config, _, _ string) { c.Network.Ask = []string{"*.example", "10.1.2.3", "evil.example:22"} }),
+	}},
+	"command.ask": {"narrows: a held exec runs only when the person answering approves it, and deny beats ask", []trustCase{
+		narrows(func(c *Config, _, _ string) { c.Command.Ask = []string{"git push", "bash"} }),
+	}},
+	"askTimeout": {"neutral: how long a held request waits before it is denied; no length lets anything through", []trustCase{
+		narrows(func(c *Config, _, _ string) { c.AskTimeout = 3600 }),
+		narrows(func(c *Config, _, _ string) { c.AskTimeout = 1 }),
+	}},
 	"network.deny": {"narrows: fewer domains", []trustCase{
 		narrows(func(c *Config, _, _ string) { c.Network.Deny = []string{"*.example"} }),
 	}},

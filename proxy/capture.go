@@ -78,7 +78,7 @@ func (s *Server) serveCaptureConn(c net.Conn) {
 		return
 	}
 	e.Host = host
-	t, r := s.check(s.ctx, host, port, true)
+	t, r := s.check(s.ctx, host, port, true, heldBy{c, br, e})
 	if r != nil {
 		if n, ok := normalizeHost(host); ok {
 			e.Host = n.name

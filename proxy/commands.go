@@ -219,7 +219,7 @@ func commandMessage(action, rule string) string {
 // is denied: git pushes over SSH there. An Allow entry that names the
 // host with ":22" lets it through.
 func (s *Server) sshPort22(h host, port int) *refusal {
-	if s.cmds.gitPush == "" || port != 22 || s.rules.explicitlyAllowed(h, port) {
+	if s.cmds.gitPush == "" || port != 22 || s.rules.Load().explicitlyAllowed(h, port) {
 		return nil
 	}
 	return &refusal{verdict: verdictDeny, rule: "command.deny " + s.cmds.gitPush,
@@ -244,7 +244,7 @@ func (s *Server) sshHello(c net.Conn, br *bufio.Reader) bool {
 // an Allow entry names the host with that port. It reports whether it
 // did.
 func (s *Server) refuseSSH(c net.Conn, br *bufio.Reader, t *target, e Entry) bool {
-	if s.cmds.gitPush == "" || s.rules.explicitlyAllowed(t.norm, t.port) || !s.sshHello(c, br) {
+	if s.cmds.gitPush == "" || s.rules.Load().explicitlyAllowed(t.norm, t.port) || !s.sshHello(c, br) {
 		return false
 	}
 	s.denySSH(c, t, e)
@@ -271,7 +271,7 @@ func (s *Server) denySSH(c net.Conn, t *target, e Entry) {
 // reaches the server; an SSH client's is refused. The returned conn
 // replays what was read from the server; e counts the banner sent.
 func (s *Server) sshAfterBanner(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e *Entry) (net.Conn, bool) {
-	if s.cmds.gitPush == "" || s.rules.explicitlyAllowed(t.norm, t.port) {
+	if s.cmds.gitPush == "" || s.rules.Load().explicitlyAllowed(t.norm, t.port) {
 		return up, false
 	}
 	ur := bufio.NewReader(up)

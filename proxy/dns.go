@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -219,7 +220,7 @@ func (s *Server) resolveSynthetic(qname string) (dnsmessage.RCode, synthAddrs) {
 		return dnsmessage.RCodeNameError, synthAddrs{}
 	}
 	e.Host = h.name
-	if d := s.rules.decideName(h); !d.Allow {
+	if d := s.rules.Load().decideName(h); !d.Allow {
 		e.Rule, e.Reason = d.Rule, d.Reason
 		s.refuseName(e)
 		return dnsmessage.RCodeNameError, synthAddrs{}
@@ -241,15 +242,12 @@ func (s *Server) refuseName(e Entry) {
 }
 
 // decideName decides a name for the resolver, whatever port a connection
-// to it will use: allowed when an Allow entry names it with any port (or
-// Unknown allows it), denied when a Deny entry names it without a port.
+// to it will use: allowed when an Allow or Ask entry names it with any
+// port (or Unknown allows or asks for it), denied when a Deny entry names it without a port.
 // The connection is decided again with its port. An IP literal, or a name
 // that reads as one, is never a name to resolve.
 func (r Rules) decideName(h host) Decision {
-	unknown := "unknown=deny"
-	if r.Unknown == "allow" {
-		unknown = "unknown=allow"
-	}
+	unknown := r.unknownRule()
 	if h.ip.IsValid() || looksNumeric(h.name) {
 		return Decision{Rule: unknown, Reason: "ip literal"}
 	}
@@ -258,12 +256,19 @@ func (r Rules) decideName(h host) Decision {
 			return Decision{Rule: "deny " + s, Reason: "denied by network.deny"}
 		}
 	}
-	for _, s := range r.Allow {
+	for _, s := range slices.Concat(r.Allow, r.live) {
 		if e, err := parseEntry(s); err == nil && e.matches(h, e.port) {
 			return Decision{Allow: true, Rule: "allow " + s}
 		}
 	}
-	if r.Unknown == "allow" {
+	// A name that may be asked for resolves: the connection is held, and
+	// decided, with its port.
+	for _, s := range r.Ask {
+		if e, err := parseEntry(s); err == nil && e.matches(h, e.port) {
+			return Decision{Allow: true, Rule: "ask " + s}
+		}
+	}
+	if r.Unknown == "allow" || r.Unknown == "ask" {
 		return Decision{Allow: true, Rule: unknown}
 	}
 	return Decision{Rule: unknown, Reason: "not in network.allow"}

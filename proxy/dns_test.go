@@ -394,7 +394,7 @@ func FuzzAnswerDNS(f *testing.F) {
 				t.Fatalf("unexpected record %v", r)
 			}
 			name, ok := srv.SyntheticName(ip)
-			if d := srv.rules.Decide(name, 443); !ok || !d.Allow || !strings.EqualFold(strings.TrimSuffix(r.Header.Name.String(), "."), name) {
+			if d := srv.rules.Load().Decide(name, 443); !ok || !d.Allow || !strings.EqualFold(strings.TrimSuffix(r.Header.Name.String(), "."), name) {
 				t.Fatalf("%v answered for %q, given to %q (%v)", ip, r.Header.Name, name, d)
 			}
 		}

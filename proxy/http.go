@@ -266,7 +266,7 @@ func (s *Server) forward(cl *client, req *http.Request, hostHeader string) bool 
 	t := tunnel
 	if t == nil {
 		var r *refusal
-		if t, r = s.check(s.ctx, host, port, false); r != nil {
+		if t, r = s.check(s.ctx, host, port, false, heldBy{cl.conn, cl.br, e}); r != nil {
 			return refuse(r.status(), r, host)
 		}
 	} else if !sameAuthority(reqAuthority, t.addr(), scheme) {
@@ -799,7 +799,7 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		writeText(bw, http.StatusForbidden, fmt.Sprintf("jail: CONNECT %s: %s\n", host, reason))
 		return
 	}
-	t, r := s.check(s.ctx, host, port, true)
+	t, r := s.check(s.ctx, host, port, true, heldBy{c, br, e})
 	if r != nil {
 		if n, ok := normalizeHost(host); ok {
 			e.Host = n.name
@@ -829,7 +829,7 @@ func (s *Server) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 // anything else (SSH, a database protocol) or stays silent (a protocol in
 // which the server speaks first).
 func (s *Server) open(c net.Conn, br *bufio.Reader, t *target, e Entry, accept func(dialErr error) error) {
-	if matchAny(s.rules.Passthrough, t.norm, t.port) {
+	if matchAny(s.rules.Load().Passthrough, t.norm, t.port) {
 		up, err := s.dial(s.ctx, t)
 		if err != nil {
 			e.Verdict, e.Reason = verdictError, err.Error()
@@ -906,7 +906,7 @@ func (s *Server) sniffed(c net.Conn, br *bufio.Reader, t *target, e Entry, err e
 // allowed.
 func (s *Server) rawTunnel(c net.Conn, br *bufio.Reader, up net.Conn, t *target, e Entry) {
 	e.Raw = true
-	if !s.rules.rawAllowed(t.norm, t.port) {
+	if !s.rules.Load().rawAllowed(t.norm, t.port) {
 		if up != nil {
 			up.Close()
 		}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -18,9 +19,13 @@ import (
 // Unknown is "allow".
 type Rules struct {
 	Allow, Deny []string
+	// Ask entries (same syntax) hold a connection until a person answers
+	// (Config.Ask): deny beats ask, ask beats allow.
+	Ask []string
 	// Unknown is what happens to a name no entry matches: "deny" (the
-	// default when empty) or "allow". IP literals are never let through by
-	// Unknown; only an entry naming the address allows one. "allow" opens
+	// default when empty), "ask" or "allow". IP literals are never let
+	// through or asked by Unknown; only an entry naming the address allows
+	// or asks for one. "allow" opens
 	// every name on every port to every protocol: a raw stream (neither
 	// TLS nor HTTP) to a name needs no entry with its port then, while one
 	// to an IP literal still does.
@@ -33,13 +38,21 @@ type Rules struct {
 	// Passthrough names hosts (same syntax as Allow) whose TLS is tunnelled
 	// rather than intercepted.
 	Passthrough []string
+
+	// live are the entries a person allowed while the Server runs
+	// (Server.AddRule): between Deny and Ask.
+	live []string
 }
 
 // Decision is the verdict of Rules.Decide.
 type Decision struct {
 	Allow bool
+	// Ask means a person decides: the connection is held until Config.Ask
+	// answers (Allow is false meanwhile).
+	Ask bool
 	// Rule is the entry that decided: "allow api.example.com",
-	// "deny *.evil.test", "unknown=deny".
+	// "deny *.evil.test", "ask *.example.org", "unknown=ask",
+	// "unknown=deny".
 	Rule string
 	// Reason says why a connection is refused ("ip literal",
 	// "invalid host", "loopback address 127.0.0.1 after resolving x", ...).
@@ -60,22 +73,41 @@ func (r Rules) Decide(host string, port int) Decision {
 			return Decision{Rule: "deny " + e, Reason: "denied by network.deny"}
 		}
 	}
+	for _, e := range r.live {
+		if p, err := parseEntry(e); err == nil && p.matches(h, port) {
+			return Decision{Allow: true, Rule: "allow " + e}
+		}
+	}
+	for _, e := range r.Ask {
+		if p, err := parseEntry(e); err == nil && p.matches(h, port) {
+			return Decision{Ask: true, Rule: "ask " + e}
+		}
+	}
 	for _, e := range r.Allow {
 		if p, err := parseEntry(e); err == nil && p.matches(h, port) {
 			return Decision{Allow: true, Rule: "allow " + e}
 		}
 	}
-	unknown := "unknown=deny"
-	if r.Unknown == "allow" {
-		unknown = "unknown=allow"
-	}
+	unknown := r.unknownRule()
 	if h.ip.IsValid() || looksNumeric(h.name) {
 		return Decision{Rule: unknown, Reason: "ip literal"}
 	}
-	if r.Unknown == "allow" {
+	switch r.Unknown {
+	case "allow":
 		return Decision{Allow: true, Rule: unknown}
+	case "ask":
+		return Decision{Ask: true, Rule: unknown}
 	}
 	return Decision{Rule: unknown, Reason: "not in network.allow"}
+}
+
+// unknownRule is the rule a name no entry matches is decided by.
+func (r Rules) unknownRule() string {
+	switch r.Unknown {
+	case "allow", "ask":
+		return "unknown=" + r.Unknown
+	}
+	return "unknown=deny"
 }
 
 // Validate reports the first malformed entry, with a hint.
@@ -83,7 +115,7 @@ func (r Rules) Validate() error {
 	for _, list := range []struct {
 		name    string
 		entries []string
-	}{{"allow", r.Allow}, {"deny", r.Deny}, {"passthrough", r.Passthrough}} {
+	}{{"allow", r.Allow}, {"deny", r.Deny}, {"ask", r.Ask}, {"passthrough", r.Passthrough}} {
 		for _, e := range list.entries {
 			if _, err := parseEntry(e); err != nil {
 				return fmt.Errorf("network.%s entry %q: %w", list.name, e, err)
@@ -91,9 +123,9 @@ func (r Rules) Validate() error {
 		}
 	}
 	switch r.Unknown {
-	case "", "deny", "allow":
+	case "", "deny", "ask", "allow":
 	default:
-		return fmt.Errorf("network.unknown %q: must be \"deny\" or \"allow\"", r.Unknown)
+		return fmt.Errorf("network.unknown %q: must be \"deny\", \"ask\" or \"allow\"", r.Unknown)
 	}
 	for name, addr := range r.Hosts {
 		if h, ok := normalizeHost(name); !ok || h.ip.IsValid() {
@@ -216,7 +248,7 @@ func (e entry) matches(h host, port int) bool {
 // very port ("git.example.com:22", "*.example.com:22", "10.1.2.3:22"):
 // the consent a raw stream needs, and SSH while git push is denied.
 func (r Rules) explicitlyAllowed(h host, port int) bool {
-	for _, s := range r.Allow {
+	for _, s := range slices.Concat(r.Allow, r.live) {
 		if e, err := parseEntry(s); err == nil && e.port == port && e.matches(h, port) {
 			return true
 		}

@@ -93,7 +93,10 @@ type Config struct {
 // sockets in production) for HTTP and SOCKS5 and shares one policy, one
 // upstream connection pool and one leaf certificate cache between them.
 type Server struct {
-	rules     Rules
+	rules     atomic.Pointer[Rules] // replaced whole by AddRule, never changed in place
+	ask       func(ctx context.Context, q Question) Verdict
+	onRecord  func(e Entry)
+	rulesMu   sync.Mutex        // serializes AddRule
 	hosts     map[string]string // normalized name -> "ip:port"
 	ca        *CA
 	log       *Log
@@ -154,7 +157,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("proxy: generating leaf key: %w", err)
 	}
 	s := &Server{
-		rules:     cfg.Rules,
+		ask:       cfg.Ask,
+		onRecord:  cfg.OnRecord,
 		hosts:     map[string]string{},
 		ca:        cfg.CA,
 		log:       cfg.Log,
@@ -170,6 +174,8 @@ func New(cfg Config) (*Server, error) {
 		conns:     map[net.Conn]struct{}{},
 	}
 	s.secrets.Store(sec)
+	rules := cfg.Rules
+	s.rules.Store(&rules)
 	s.leaves = newLeafCache(s.limits.Leaves)
 	s.mem = newBudget(s.limits.Buffered)
 	if s.total == nil {
@@ -422,6 +428,9 @@ func (s *Server) record(e Entry) {
 	if s.log != nil {
 		s.log.Write(e) // a full disk must not take the network down
 	}
+	if s.onRecord != nil {
+		s.onRecord(e)
+	}
 }
 
 // summaryEntry is e as Denied keeps it: a denied request's path and host
@@ -466,11 +475,13 @@ type refusal struct {
 
 // check is the one decision for every path: the rules on the name the
 // client asked for, then (for a tunnel, which may carry SSH) the command
-// rules on its port, then the addresses it resolves to.
-func (s *Server) check(ctx context.Context, name string, port int, tunnel bool) (*target, *refusal) {
-	d := s.rules.Decide(name, port)
+// rules on its port, then the addresses it resolves to, and last, when a
+// rule asks, the person's answer, waited for while the client is held
+// (see hold).
+func (s *Server) check(ctx context.Context, name string, port int, tunnel bool, from heldBy) (*target, *refusal) {
+	d := s.rules.Load().Decide(name, port)
 	h, _ := normalizeHost(name)
-	if !d.Allow {
+	if !d.Allow && !d.Ask {
 		r := &refusal{verdict: verdictDeny, rule: d.Rule, reason: d.Reason}
 		switch {
 		case d.Reason == "invalid host":
@@ -486,12 +497,22 @@ func (s *Server) check(ctx context.Context, name string, port int, tunnel bool) 
 			return nil, r
 		}
 	}
-	t := &target{norm: h, port: port, rule: d.Rule}
+	t, r := s.addresses(ctx, h, port, d.Rule)
+	if r != nil || !d.Ask {
+		return t, r
+	}
+	return s.hold(from, t, d.Rule)
+}
+
+// addresses are the checked addresses h:port, which rule let through, may
+// be dialled at.
+func (s *Server) addresses(ctx context.Context, h host, port int, rule string) (*target, *refusal) {
+	t := &target{norm: h, port: port, rule: rule}
 	if addr, ok := s.hosts[h.name]; ok {
 		t.addrs = []string{addr} // explicit consent, even to loopback
 		return t, nil
 	}
-	if h.ip.IsValid() { // Decide allows an IP literal only when a rule names it
+	if h.ip.IsValid() { // Decide allows or asks for an IP literal only when a rule names it
 		t.addrs = []string{netip.AddrPortFrom(h.ip, uint16(port)).String()}
 		return t, nil
 	}
@@ -502,13 +523,13 @@ func (s *Server) check(ctx context.Context, name string, port int, tunnel bool) 
 		err = errors.New("no addresses")
 	}
 	if err != nil {
-		return nil, &refusal{verdict: verdictError, rule: d.Rule, reason: fmt.Sprintf("resolving %s: %v", h.name, err)}
+		return nil, &refusal{verdict: verdictError, rule: rule, reason: fmt.Sprintf("resolving %s: %v", h.name, err)}
 	}
 	seen := map[netip.Addr]bool{}
 	for _, ip := range ips {
 		a, ok := netip.AddrFromSlice(ip)
 		if !ok {
-			return nil, &refusal{verdict: verdictError, rule: d.Rule, reason: fmt.Sprintf("resolving %s: bad address %v", h.name, ip)}
+			return nil, &refusal{verdict: verdictError, rule: rule, reason: fmt.Sprintf("resolving %s: bad address %v", h.name, ip)}
 		}
 		a = a.Unmap()
 		class := addrClass(a)
@@ -516,7 +537,7 @@ func (s *Server) check(ctx context.Context, name string, port int, tunnel bool) 
 			class = "this host's"
 		}
 		if class != "" {
-			return nil, &refusal{verdict: verdictDeny, rule: d.Rule,
+			return nil, &refusal{verdict: verdictDeny, rule: rule,
 				reason: fmt.Sprintf("%s address %s after resolving %s", class, a, h.name),
 				hint:   `to reach a local service, map the name in jail.json "network.hosts"`}
 		}

@@ -116,7 +116,7 @@ func (s *Server) serveSOCKSConn(c net.Conn) {
 		socksReply(c, socksNotAllowed)
 		return
 	}
-	t, r := s.check(s.ctx, e.Host, e.Port, true)
+	t, r := s.check(s.ctx, e.Host, e.Port, true, heldBy{c, br, e})
 	if r != nil {
 		e.Verdict, e.Rule, e.Reason = r.verdict, r.rule, r.reason
 		s.record(e)

@@ -64,7 +64,7 @@ func platformCheck(verbose bool, stdout io.Writer) (int, bool) {
 		add(true, false, "TIOCSTI", "typing into the terminal is denied by an ioctl-command filter")
 	}
 	add(false, false, "PID namespace", "macOS has none: the jailed command shares the machine's process table (it cannot read or signal processes outside the jail)")
-	add(false, false, "exec supervision", "no exec-time command rules: command.deny is not checked at exec (git push and npm publish are still refused on the wire)")
+	add(false, false, "exec supervision", "no exec-time command rules: command.deny and command.ask are not checked at exec (git push and npm publish are still refused on the wire)")
 	add(false, false, "learning", "no eBPF or seccomp tracer: --learning and --watch are refused; run them on Linux")
 	addAgentSandboxes(add)
 	code := printRows(rows, stdout,

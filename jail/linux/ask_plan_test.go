@@ -1,32 +1,56 @@
 package linux
 
 import (
-	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jailsh/jail/jail"
 )
 
-// TestCommandAskNeedsNotification: without seccomp user notification
-// nothing can hold an exec, so command.ask refuses the run (exit 125 with
-// one line) unless --best-effort, which drops the rules and says so.
-func TestCommandAskNeedsNotification(t *testing.T) {
-	for _, bestEffort := range []bool{false, true} {
-		b := &builder{pol: &jail.Policy{ProjectRoot: "/home/u/proj", BestEffort: bestEffort}, f: &Facts{SeccompNotify: false}, p: &Plan{CommandAsk: []string{"git push"}}}
-		err := b.commandRules()
-		if !bestEffort {
-			if !errors.Is(err, jail.ErrUnsupported) || !strings.Contains(err.Error(), "command.ask") || !strings.Contains(err.Error(), "seccomp user notification") || strings.Contains(err.Error(), "\n") {
-				t.Errorf("without notification: %v, want one ErrUnsupported line about command.ask", err)
-			}
-			continue
-		}
-		if err != nil || len(b.p.CommandAsk) != 0 || len(b.p.GaveUp) != 1 || !strings.Contains(b.p.GaveUp[0], "git push") {
-			t.Errorf("best effort: err=%v CommandAsk=%v GaveUp=%v", err, b.p.CommandAsk, b.p.GaveUp)
+// TestPlanAskRules: the network ask rules reach the proxy's rules and the
+// plan shows them with the timeout; command.ask is refused while the exec
+// supervisor cannot hold an exec, so that asked commands never run
+// unasked, and shown with its timeout once it can.
+func TestPlanAskRules(t *testing.T) {
+	pol := &jail.Policy{ProjectRoot: "/home/u/proj", AskTimeout: 5,
+		Network: jail.NetworkConfig{Ask: []string{"*.example.org"}, Unknown: "ask"}}
+	p, err := Build(pol, fakeFacts(nil, nil), []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Net.Rules.Ask; len(got) != 1 || got[0] != "*.example.org" || p.Net.Rules.Unknown != "ask" {
+		t.Errorf("proxy rules %+v, want ask *.example.org and unknown ask", p.Net.Rules)
+	}
+	if p.AskTimeout != 5*time.Second {
+		t.Errorf("AskTimeout = %v, want 5s", p.AskTimeout)
+	}
+	s := p.String()
+	for _, want := range []string{"  ask:     *.example.org\n", "  unknown: ask\n", "ask timeout 5s:"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("plan lacks %q:\n%s", want, s)
 		}
 	}
-	b := &builder{pol: &jail.Policy{ProjectRoot: "/home/u/proj"}, f: &Facts{SeccompNotify: true}, p: &Plan{CommandAsk: []string{"git push"}}}
-	if err := b.commandRules(); err != nil || len(b.p.CommandAsk) != 1 {
-		t.Errorf("with notification: err=%v CommandAsk=%v", err, b.p.CommandAsk)
+
+	cmd := &jail.Policy{ProjectRoot: "/home/u/proj", Command: jail.CommandConfig{Ask: []string{"git push"}}}
+	if _, err := Build(cmd, fakeFacts(nil, nil), []string{"true"}); execAsk || err == nil || !strings.Contains(err.Error(), "command.ask is not enforced at exec yet") {
+		t.Fatalf("command.ask without an exec supervisor that asks: got %v, want a refusal", err)
+	}
+	execAsk = true
+	defer func() { execAsk = false }()
+	p, err = Build(cmd, fakeFacts(nil, nil), []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = p.String()
+	for _, want := range []string{"  ask:   git push (held until a person answers)\n", "ask timeout 1m0s:"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("plan lacks %q:\n%s", want, s)
+		}
+	}
+	f := fakeFacts(nil, nil)
+	f.SeccompNotify = false
+	if _, err := Build(cmd, f, []string{"true"}); err == nil || !strings.Contains(err.Error(), "command.ask needs seccomp user notification") {
+		t.Errorf("command.ask without seccomp user notification: got %v, want a refusal", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jailsh/jail/jail"
 	"github.com/jailsh/jail/jail/linux/inside"
@@ -644,24 +645,36 @@ func (b *builder) assemble() {
 func (b *builder) commandRules() error {
 	p, pol := b.p, b.pol
 	p.CommandDeny, p.CommandAllow = pol.Command.Deny, pol.Command.Allow
-	if len(p.CommandDeny) > 0 && !b.f.SeccompNotify {
-		if !pol.BestEffort {
-			return fmt.Errorf("%w: command.deny needs seccomp user notification, which this kernel lacks (Linux >= 5.0); remove the rules or run with --best-effort", jail.ErrUnsupported)
-		}
-		p.GaveUp = append(p.GaveUp, "command rules (no seccomp user notification: "+strings.Join(p.CommandDeny, ", ")+" not enforced at exec)")
-		p.CommandDeny, p.CommandAllow = nil, nil
+	p.CommandAsk = slices.Clone(pol.Command.Ask)
+	p.AskTimeout = time.Duration(pol.AskTimeout) * time.Second
+	if len(p.CommandAsk) > 0 && !execAsk {
+		return fmt.Errorf("%w: command.ask is not enforced at exec yet; use command.deny for %s", jail.ErrUnsupported, strings.Join(p.CommandAsk, ", "))
 	}
-	if len(p.CommandAsk) > 0 && !b.f.SeccompNotify {
-		// Nothing can hold an exec then: refused unless --best-effort,
-		// which says the asked commands run unasked.
+	if len(p.CommandDeny)+len(p.CommandAsk) > 0 && !b.f.SeccompNotify {
 		if !pol.BestEffort {
-			return fmt.Errorf("%w: command.ask needs seccomp user notification, which this kernel lacks (Linux >= 5.0); remove the rules or run with --best-effort", jail.ErrUnsupported)
+			return fmt.Errorf("%w: %s seccomp user notification, which this kernel lacks (Linux >= 5.0); remove the rules or run with --best-effort", jail.ErrUnsupported, commandKeys(p))
 		}
-		p.GaveUp = append(p.GaveUp, "command.ask (no seccomp user notification: "+strings.Join(p.CommandAsk, ", ")+" run without asking)")
-		p.CommandAsk = nil
+		p.GaveUp = append(p.GaveUp, "command rules (no seccomp user notification: "+strings.Join(append(slices.Clone(p.CommandDeny), p.CommandAsk...), ", ")+" not enforced at exec)")
+		p.CommandDeny, p.CommandAllow, p.CommandAsk = nil, nil, nil
 	}
 	return nil
 }
+
+// commandKeys names the command rule keys p has, with their verb.
+func commandKeys(p *Plan) string {
+	switch {
+	case len(p.CommandAsk) == 0:
+		return "command.deny needs"
+	case len(p.CommandDeny) == 0:
+		return "command.ask needs"
+	}
+	return "command.deny and command.ask need"
+}
+
+// execAsk says whether the exec supervisor holds the execs command.ask
+// names; until it does, a policy with command.ask is refused rather than
+// run with its commands unasked.
+var execAsk = false
 
 // environment plans the agents' sandbox settings, the command's
 // environment and the secrets behind its placeholders.

@@ -94,7 +94,7 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret, 
 	ns.log = proxy.OpenLogOrWarn(n.StateDir, os.Stderr)
 	ns.srv, err = proxy.New(proxy.Config{
 		Rules: proxy.Rules{
-			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Unknown: n.Rules.Unknown,
+			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Ask: n.Rules.Ask, Unknown: n.Rules.Unknown,
 			Hosts: n.Rules.Hosts, Passthrough: n.Rules.Passthrough,
 		},
 		CA: ns.ca, Log: ns.log, Session: session, Secrets: secrets, DenyCommands: n.DenyCommands,

@@ -488,6 +488,9 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, "           (registries from the toolchain's configuration: %s)\n", strings.Join(n.Registries, " "))
 		}
 		fmt.Fprintf(&b, "  deny:    %s\n", orNone(n.Rules.Deny))
+		if len(n.Rules.Ask) > 0 {
+			fmt.Fprintf(&b, "  ask:     %s\n", strings.Join(n.Rules.Ask, " "))
+		}
 		fmt.Fprintf(&b, "  unknown: %s\n", unknown)
 		for _, h := range jail.SortedKeys(n.Rules.Hosts) {
 			fmt.Fprintf(&b, "  hosts:   %s -> %s\n", h, n.Rules.Hosts[h])
@@ -510,10 +513,20 @@ func (p *Plan) String() string {
 	b.WriteString("\nenvironment\n")
 	fmt.Fprintf(&b, "  placeholders: %s\n", orNone(p.Env.Placeholders))
 	fmt.Fprintf(&b, "  dropped:      %s\n", orNone(p.Env.Dropped))
-	if len(p.CommandDeny) > 0 {
+	if len(p.CommandDeny)+len(p.CommandAsk) > 0 {
 		b.WriteString("\ncommands (checked at every exec of every process; denied ones fail with EPERM)\n")
-		fmt.Fprintf(&b, "  deny:  %s\n", strings.Join(p.CommandDeny, ", "))
+		deny := "(none)"
+		if len(p.CommandDeny) > 0 {
+			deny = strings.Join(p.CommandDeny, ", ")
+		}
+		fmt.Fprintf(&b, "  deny:  %s\n", deny)
 		fmt.Fprintf(&b, "  allow: %s\n", orNone(p.CommandAllow))
+		if len(p.CommandAsk) > 0 {
+			fmt.Fprintf(&b, "  ask:   %s (held until a person answers)\n", strings.Join(p.CommandAsk, ", "))
+		}
+	}
+	if p.asks() {
+		fmt.Fprintf(&b, "\nask timeout %s: a held request or exec without an answer is denied\n", p.askTimeout())
 	}
 	if len(p.Secrets) > 0 || len(p.EnvFiles) > 0 {
 		b.WriteString("\nsecrets (placeholders inside; the proxy injects real values only toward these hosts)\n")
@@ -540,6 +553,24 @@ func (p *Plan) String() string {
 	}
 	fmt.Fprintf(&b, " -- %s init\n", InitPath)
 	return b.String()
+}
+
+// asks reports whether any rule of p holds a request or exec for a
+// person's answer.
+func (p *Plan) asks() bool {
+	return len(p.CommandAsk) > 0 || p.Net != nil && (len(p.Net.Rules.Ask) > 0 || p.Net.Rules.Unknown == "ask")
+}
+
+// DefaultAskTimeout is how long a held request or exec waits for an
+// answer when the policy does not say.
+const DefaultAskTimeout = 60 * time.Second
+
+// askTimeout is how long p's held requests and execs wait for an answer.
+func (p *Plan) askTimeout() time.Duration {
+	if p.AskTimeout > 0 {
+		return p.AskTimeout
+	}
+	return DefaultAskTimeout
 }
 
 func orNone(list []string) string {
