@@ -73,6 +73,7 @@ func (s *supervisor) answerHeld(h *heldExec) {
 	if verdict == "deny" {
 		s.mu.Lock()
 		s.denied = append(s.denied, h.rule.String())
+		s.lastAsked, s.lastAskedAt = heldKey(h), time.Now()
 		s.mu.Unlock()
 	}
 	s.logExec(pid, h, rule, verdict, reason)
@@ -86,6 +87,24 @@ func (s *supervisor) answerHeld(h *heldExec) {
 		}
 		s.trace(learn.Event{Kind: learn.Exec, Path: h.inJail, Errno: e, Pid: pid})
 	}
+}
+
+// retryWindow is how soon after a held exec is refused the same caller's
+// same command is refused without asking again.
+const retryWindow = 3 * time.Second
+
+// heldKey names a held exec's caller and command, for refusedJustNow.
+func heldKey(h *heldExec) string {
+	return strconv.Itoa(int(h.n.Pid)) + "\x00" + h.cwd + "\x00" + strings.Join(h.call.argv, "\x00")
+}
+
+// refusedJustNow reports whether the same caller's same command (a shell
+// trying the next PATH directory) was refused a moment ago: then it is
+// refused again without another question. Only refusals are repeated.
+func (s *supervisor) refusedJustNow(h *heldExec) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastAsked == heldKey(h) && time.Since(s.lastAskedAt) < retryWindow
 }
 
 // askFor asks the asker about a held exec, for at most the ask timeout

@@ -386,3 +386,18 @@ func TestAskCallerKilled(t *testing.T) {
 		t.Fatalf("the asker was still asked about a killed process (%v)\n%s", d, out)
 	}
 }
+
+// TestAskOnceForPathSearch: a shell that tries each PATH directory in
+// turn (/usr/bin/git refused, then /bin/git) asks once, not once per
+// directory; the next push is a new question.
+func TestAskOnceForPathSearch(t *testing.T) {
+	work, bare := gitRepos(t)
+	a := &asker{answer: answer(false, "jail reject")}
+	out, _, _ := superviseScript(t, work, []string{"git push"}, a, "PATH=/usr/local/bin:/usr/bin:/bin; export PATH; sh -c 'git push -q origin main'; sleep 3.2; sh -c 'git push -q origin main'")
+	if pushed(bare) {
+		t.Fatal("pushed though refused")
+	}
+	if n := len(a.requests()); n != 2 {
+		t.Errorf("asked %d times, want twice (once per push)\n%s", n, out)
+	}
+}

@@ -77,6 +77,10 @@ type supervisor struct {
 	mu     sync.Mutex
 	denied []string
 	last   string // pid and argv of the last denial
+	// The last held exec refused, and when: a shell tries the next PATH
+	// directory at once, which is the same command, not a new question.
+	lastAsked   string
+	lastAskedAt time.Time
 }
 
 // newSupervisor makes the supervisor of the command rules (and the tracer,
@@ -145,12 +149,15 @@ func (s *supervisor) run() {
 				break
 			}
 			inJail, errno, h := s.decide(&n, o)
-			if h != nil {
+			if h != nil && !s.refusedJustNow(h) {
 				// Answered once a person has: not from here, where
 				// every other call of the jail waits its turn.
 				s.held.Add(1)
 				go s.answerHeld(h)
 				continue
+			}
+			if h != nil {
+				resp.Flags, resp.Error = 0, -int32(unix.EPERM)
 			}
 			if errno != 0 {
 				resp.Flags, resp.Error = 0, -int32(errno)
