@@ -29,6 +29,10 @@ usage:
   jail profiles list | show NAME    built-in and user profiles
   jail learned [list] | show NAME | rm NAME   profiles jail --learning wrote
   jail trust [DIR]                  trust the project's jail.json as it is now
+  jail ps [--json]                  the running sessions
+  jail allow|deny HOST [--session ID] [--project|--user]   change running sessions (and the config)
+  jail pending [--json]             what running sessions hold for an answer
+  jail approve|reject ID [--session|--project|--user]      answer a held request (once by default)
   jail schema                       print the JSON Schema for jail.json
 
 flags:
@@ -52,6 +56,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return trustCmd(args[1:], stdout, stderr)
 		case "schema":
 			return schemaCmd(stdout)
+		case "ps":
+			return psCmd(args[1:], stdout, stderr)
+		case "allow", "deny":
+			return ruleCmd(args[0] == "allow", args[1:], stdout, stderr)
+		case "pending":
+			return pendingCmd(args[1:], stdout, stderr)
+		case "approve", "reject":
+			return answerCmd(args[0] == "approve", args[1:], stdout, stderr)
 		case "remote-run":
 			return remoteRunCmd(args[1:], stderr)
 		}

@@ -11,8 +11,6 @@
 package control
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/jailsh/jail/proxy"
@@ -191,8 +189,9 @@ type HubConfig struct {
 	// denied at once. 0 takes DefaultMaxPending.
 	MaxPending int
 	Rules      Rules
-	// Log records held requests and their answers in the decision log;
-	// nil records nothing.
+	// Log is not written by the Hub: the proxy and the exec supervisor,
+	// which hold the connection or the exec, record the held entry and
+	// the answer's. It is kept for callers that hand it over anyway.
 	Log *proxy.Log
 }
 
@@ -201,77 +200,3 @@ const (
 	DefaultTimeout    = 60 * time.Second
 	DefaultMaxPending = 64
 )
-
-// ErrNotImplemented marks the parts of the control plane not built yet.
-var ErrNotImplemented = errors.New("control: not implemented")
-
-// Hub is one session's control plane. Its methods are safe for concurrent
-// use.
-type Hub struct {
-	cfg HubConfig
-}
-
-// NewHub makes the Hub of a session; Listen serves it.
-func NewHub(cfg HubConfig) *Hub { return &Hub{cfg: cfg} }
-
-// Ask holds r until a person answers it, its deadline passes (a denial
-// with By "timeout"), ctx ends or the Hub closes (a denial with By
-// "ended"). A request for the same kind, host and port (or argv and cwd)
-// as one already held waits on that one. It never blocks past the
-// timeout.
-func (h *Hub) Ask(ctx context.Context, r Request) Answer {
-	return Answer{Allow: false, Scope: ScopeOnce, By: "ended"}
-}
-
-// Record counts one decision and streams it to watchers. It never blocks:
-// a watcher too slow to keep up loses events, never the caller's time.
-func (h *Hub) Record(e proxy.Entry) {}
-
-// Activity streams one --watch event to watchers, without blocking.
-func (h *Hub) Activity(a Activity) {}
-
-// Listen serves the Hub on a control socket in dir (made 0700 when
-// missing, refused when it is not the user's own and closed to others),
-// named after the session.
-func (h *Hub) Listen(dir string) error { return ErrNotImplemented }
-
-// Close denies every held request (By "ended"), tells watchers the session
-// ended, and removes the control socket.
-func (h *Hub) Close() error { return nil }
-
-// Dir is the directory of this user's control sockets:
-// $XDG_RUNTIME_DIR/jail/ctl when XDG_RUNTIME_DIR is an absolute directory
-// this user owns, else jail-UID/ctl under the temporary directory.
-func Dir() string { return "" }
-
-// Client talks to one session's control socket.
-type Client struct {
-	Path string
-}
-
-// Sessions returns a Client for every live session in dir, in the order of
-// their start; sockets nobody answers on are removed.
-func Sessions(dir string) ([]*Client, error) { return nil, ErrNotImplemented }
-
-// Dial connects to the control socket at path and checks that the server
-// is this user's.
-func Dial(path string) (*Client, error) { return nil, ErrNotImplemented }
-
-// Status returns the session's Status.
-func (c *Client) Status(ctx context.Context) (*Status, error) { return nil, ErrNotImplemented }
-
-// Pending returns the session's held requests, oldest first.
-func (c *Client) Pending(ctx context.Context) ([]Request, error) { return nil, ErrNotImplemented }
-
-// Answer answers the held request id.
-func (c *Client) Answer(ctx context.Context, id string, a Answer) error { return ErrNotImplemented }
-
-// Rule allows or denies host in the session (scope ScopeSession) and, for
-// ScopeProject or ScopeUser, also writes it into that config.
-func (c *Client) Rule(ctx context.Context, allow bool, host, scope string) error {
-	return ErrNotImplemented
-}
-
-// Watch calls fn with each Event of the session (EventHello first) until
-// ctx ends or the session ends (EventEnded, then a nil error).
-func (c *Client) Watch(ctx context.Context, fn func(Event)) error { return ErrNotImplemented }

@@ -211,14 +211,21 @@ func ownProcLink(pid int, dirfd int32) string {
 	return filepath.Clean(l)
 }
 
-// logExec writes a held exec's entry in the decision log.
+// logExec writes a held exec's entry in the decision log and hands it to
+// the live control's record.
 func (s *supervisor) logExec(pid int, h *heldExec, rule, verdict, reason string) {
-	if s.log == nil {
+	if s.log == nil && s.record == nil {
 		return
 	}
 	host := h.rule.Program
 	if norm := jail.NormalizeArgv(h.call.argv); len(norm) > 0 {
 		host = norm[0]
 	}
-	s.log.Write(proxy.Entry{Time: time.Now(), Session: s.session, Client: strconv.Itoa(pid), Method: "EXEC", Scheme: "exec", Host: host, Path: strings.Join(h.call.argv, " "), Rule: rule, Verdict: verdict, Reason: reason})
+	e := proxy.Entry{Time: time.Now(), Session: s.session, Client: strconv.Itoa(pid), Method: "EXEC", Scheme: "exec", Host: host, Path: strings.Join(h.call.argv, " "), Rule: rule, Verdict: verdict, Reason: reason}
+	if s.log != nil {
+		s.log.Write(e)
+	}
+	if s.record != nil {
+		s.record(e)
+	}
 }

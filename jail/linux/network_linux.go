@@ -23,6 +23,7 @@ type netSession struct {
 	srv       *proxy.Server
 	log       *proxy.Log
 	listeners []net.Listener
+	ctl       *controlPlane // the session's live control; nil for none
 }
 
 // prepareNetwork makes what bubblewrap binds into the jail: the session
@@ -92,17 +93,20 @@ func (ns *netSession) serve(n *NetPlan, session string, secrets []proxy.Secret, 
 	// The log is a record, not the boundary: without it the run goes on,
 	// warned on stderr.
 	ns.log = proxy.OpenLogOrWarn(n.StateDir, os.Stderr)
-	ns.srv, err = proxy.New(proxy.Config{
+	cfg := proxy.Config{
 		Rules: proxy.Rules{
 			Allow: n.Rules.Allow, Deny: n.Rules.Deny, Ask: n.Rules.Ask, Unknown: n.Rules.Unknown,
 			Hosts: n.Rules.Hosts, Passthrough: n.Rules.Passthrough,
 		},
 		CA: ns.ca, Log: ns.log, Session: session, Secrets: secrets, DenyCommands: n.DenyCommands,
 		TokenEndpoints: tokens,
-	})
+	}
+	ns.ctl.proxyHooks(&cfg)
+	ns.srv, err = proxy.New(cfg)
 	if err != nil {
 		return fmt.Errorf("starting the proxy: %w", err)
 	}
+	ns.ctl.served(ns.srv)
 	for _, s := range []struct {
 		name  string
 		serve func(net.Listener) error

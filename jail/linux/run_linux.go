@@ -61,6 +61,12 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	for _, m := range plan.Mounts {
 		spec.Mounts = append(spec.Mounts, inside.Mount{Path: m.Path, ReadOnly: m.ReadOnly})
 	}
+	// Live control: jail ps, allow, deny and the answers to what is
+	// asked reach the run through its Hub (the tracer's events too, so
+	// it is aimed before the tracer starts).
+	ctl := startControl(plan, len(plan.CommandDeny)+len(plan.CommandAsk) > 0 || obs != nil, stderr)
+	defer ctl.close()
+	ctl.watchActivity(obs)
 	if obs != nil {
 		if err := obs.Start(); err != nil {
 			return 125, &jail.ExitError{Code: 125, Err: err}
@@ -145,6 +151,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		if ns, err = prepareNetwork(plan.Net); err != nil {
 			return 125, &jail.ExitError{Code: 125, Err: err}
 		}
+		ns.ctl = ctl
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
 	// A jail run from another machine lives only as long as the link to
@@ -165,6 +172,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 			// stops (neither touches what the other does).
 			go hold.releaseAll()
 		}
+		ctl.close() // held requests answered before the proxy stops
 		if summary := ns.close(); summary != "" {
 			fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(summary)) // names the jailed run chose
 		}
@@ -216,6 +224,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		// sup.ask, the session's control hub, answers them; without one
 		// an asked exec is refused.
 		sup.setAsk(plan.CommandAsk, plan.AskTimeout)
+		ctl.superviseHooks(sup)
 		if spec.Trace {
 			sup.trace = obs.add
 		}

@@ -61,6 +61,9 @@ type supervisor struct {
 	askTimeout time.Duration // a backstop past the asker's own timeout
 	held       sync.WaitGroup
 	ctx        context.Context // done when run returns
+	// record sees each refused exec's entry (the live control's counts
+	// and stream); it must not block. nil records nothing.
+	record func(proxy.Entry)
 
 	// Reused by the one goroutine that answers (run).
 	mem             procMem
@@ -388,8 +391,14 @@ func (s *supervisor) refuse(pid int, argv, norm []string, rule jail.CommandRule,
 		s.denied = append(s.denied, rule.String())
 	}
 	s.mu.Unlock()
-	if s.log != nil && !repeat && len(norm) > 0 {
-		s.log.Write(proxy.Entry{Time: time.Now(), Session: s.session, Client: strconv.Itoa(pid), Method: "EXEC", Scheme: "exec", Host: norm[0], Path: line, Rule: "command.deny " + rule.String(), Verdict: "deny", Reason: "exec of " + inJail})
+	if !repeat && len(norm) > 0 && (s.log != nil || s.record != nil) {
+		e := proxy.Entry{Time: time.Now(), Session: s.session, Client: strconv.Itoa(pid), Method: "EXEC", Scheme: "exec", Host: norm[0], Path: line, Rule: "command.deny " + rule.String(), Verdict: "deny", Reason: "exec of " + inJail}
+		if s.log != nil {
+			s.log.Write(e)
+		}
+		if s.record != nil {
+			s.record(e)
+		}
 	}
 }
 
