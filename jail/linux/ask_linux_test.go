@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -66,6 +67,12 @@ func superviseScript(t *testing.T, dir string, asks []string, a *asker, script s
 	var out strings.Builder
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &out, &out
+	// In a user namespace of its own, as in a jail; and so started by a
+	// fork, not a vfork: a vfork parent waiting for its child's exec
+	// holds up the runtime's stop-the-world, and with it the supervisor
+	// that answers that exec, in this same process.
+	id := func(n int) []syscall.SysProcIDMap { return []syscall.SysProcIDMap{{ContainerID: n, HostID: n, Size: 1}} }
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: id(os.Getuid()), GidMappings: id(os.Getgid())}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
