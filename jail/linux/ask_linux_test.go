@@ -71,7 +71,9 @@ func superviseScript(t *testing.T, dir string, asks []string, a *asker, script s
 	// fork, not a vfork: a vfork parent waiting for its child's exec
 	// holds up the runtime's stop-the-world, and with it the supervisor
 	// that answers that exec, in this same process.
-	id := func(n int) []syscall.SysProcIDMap { return []syscall.SysProcIDMap{{ContainerID: n, HostID: n, Size: 1}} }
+	id := func(n int) []syscall.SysProcIDMap {
+		return []syscall.SysProcIDMap{{ContainerID: n, HostID: n, Size: 1}}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: id(os.Getuid()), GidMappings: id(os.Getgid())}
 	started := make(chan error, 1)
 	go func() {
@@ -130,7 +132,9 @@ func pushed(bare string) bool {
 }
 
 func answer(allow bool, by string) func(control.Request) control.Answer {
-	return func(control.Request) control.Answer { return control.Answer{Allow: allow, Scope: control.ScopeOnce, By: by} }
+	return func(control.Request) control.Answer {
+		return control.Answer{Allow: allow, Scope: control.ScopeOnce, By: by}
+	}
 }
 
 // TestAskAllowAndDeny: an asked git push runs only on allow; the request
