@@ -192,3 +192,40 @@ func wantAskLog(t *testing.T, s *Sandbox, session, verdict, by string) {
 		t.Errorf("the log lacks the held entry (%v) or the %s by %q (%v):\n%s", held, verdict, by, answered, dumpExec(ds))
 	}
 }
+
+// A jailed process that rewrites its held exec's argv from another thread
+// after the question was shown gets no approval for the rewritten one:
+// the exec fails, neither the shown nor the rewritten command runs.
+func TestCommandAskRewriteWhileHeld(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		shown, evil := s.Project+"/shown-made", s.Project+"/evil-made"
+		s.WriteFile(s.Project+"/swap.py", `import ctypes, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+arg = ctypes.create_string_buffer(b"`+shown+`")
+argv = (ctypes.c_char_p * 3)(b"touch", ctypes.addressof(arg), None)
+def rewrite():
+    time.sleep(0.5)
+    ctypes.memmove(arg, b"`+evil+`\0", len("`+evil+`") + 1)
+threading.Thread(target=rewrite, daemon=True).start()
+libc.execv(b"/usr/bin/touch", argv)
+print("##exec=%d" % ctypes.get_errno())
+`, 0o644)
+		cfg := map[string]any{"command": map[string]any{"ask": []string{"touch"}}, "askTimeout": 60}
+		r := startAsked(t, s, cfg, "python3 swap.py")
+		p := waitPending(t, s, r, "touch")
+		if !slices.Equal(p.Argv, []string{"touch", shown}) {
+			t.Fatalf("held %v, want touch %s", p.Argv, shown)
+		}
+		time.Sleep(time.Second) // the rewrite happens meanwhile
+		if res := s.Jail("approve", p.ID); res.Code != 0 {
+			t.Fatalf("jail approve %s:\n%s", p.ID, res)
+		}
+		res := r.wait(t, 20*time.Second)
+		wantKV(t, res, "exec", is("1"), "EPERM (the exec changed after it was shown)")
+		for _, f := range []string{shown, evil} {
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%s exists: an exec other than the one approved ran\n%s", f, res)
+			}
+		}
+	})
+}
