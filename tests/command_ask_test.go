@@ -79,7 +79,7 @@ func waitPending(t *testing.T, s *Sandbox, r *askedRun, want string) pendingRequ
 	return pendingRequest{}
 }
 
-func askConfig(timeout int) map[string]any {
+func commandAskConfig(timeout int) map[string]any {
 	return map[string]any{"command": map[string]any{"ask": []string{"git push"}}, "askTimeout": timeout}
 }
 
@@ -92,7 +92,7 @@ func TestCommandAskGitPush(t *testing.T) {
 		g := setupPushRig(t, s)
 		const script = `echo session=$JAIL_SESSION; git push -q origin main; echo "##push=$?"`
 		t.Run("approve", func(t *testing.T) {
-			r := startAsked(t, s, askConfig(60), script)
+			r := startAsked(t, s, commandAskConfig(60), script)
 			p := waitPending(t, s, r, "push")
 			if p.Rule != "command.ask git push" || !slices.Equal(p.Argv, []string{"git", "push", "-q", "origin", "main"}) || p.Cwd != s.Project || p.Path != "/usr/bin/git" {
 				t.Errorf("held request %+v: want the rule, the full argv, the project as cwd and /usr/bin/git", p)
@@ -113,7 +113,7 @@ func TestCommandAskGitPush(t *testing.T) {
 			g.Reset()
 		})
 		t.Run("reject", func(t *testing.T) {
-			r := startAsked(t, s, askConfig(60), script)
+			r := startAsked(t, s, commandAskConfig(60), script)
 			p := waitPending(t, s, r, "push")
 			if res := s.Jail("reject", p.ID); res.Code != 0 {
 				t.Fatalf("jail reject %s:\n%s", p.ID, res)
@@ -126,7 +126,7 @@ func TestCommandAskGitPush(t *testing.T) {
 			wantAskLog(t, s, sessionOf(t, res), "deny", "jail reject")
 		})
 		t.Run("timeout", func(t *testing.T) {
-			r := startAsked(t, s, askConfig(2), script)
+			r := startAsked(t, s, commandAskConfig(2), script)
 			waitPending(t, s, r, "push")
 			res := r.wait(t, 20*time.Second)
 			wantKV(t, res, "push", func(v string) bool { return v != "0" }, "a non-zero exit (timed out)")
@@ -145,7 +145,7 @@ func TestCommandAskShellAndOthers(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		g := setupPushRig(t, s)
 		others := s.Project + "/others-ran"
-		r := startAsked(t, s, askConfig(60), `echo session=$JAIL_SESSION
+		r := startAsked(t, s, commandAskConfig(60), `echo session=$JAIL_SESSION
 			bash -c 'git push -q origin main' & pid=$!
 			sleep 1; true && ls >/dev/null && touch `+others+`
 			wait $pid; echo "##push=$?"`)
