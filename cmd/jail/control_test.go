@@ -83,7 +83,9 @@ func TestCLIPendingApproveReject(t *testing.T) {
 	if a := h.Ask(context.Background(), push); a.Allow || a.Scope != control.ScopeSession {
 		t.Fatalf("the session's answer was not kept: %+v", a)
 	}
-	go func() { got <- h.Ask(context.Background(), control.Request{Kind: control.KindCommand, Argv: []string{"npm", "publish"}, Cwd: "/p"}) }()
+	go func() {
+		got <- h.Ask(context.Background(), control.Request{Kind: control.KindCommand, Argv: []string{"npm", "publish"}, Cwd: "/p"})
+	}()
 	waitCLI(t, func() bool { out, _, _ := runCLI("pending", "--json"); return strings.Contains(out, `"id":"012345-2"`) })
 	if _, e, code := runCLI("approve", "012345-2"); code != 0 {
 		t.Fatalf("approve: %d %q", code, e)
