@@ -141,6 +141,17 @@ func TestControlPS(t *testing.T) {
 		if di.Mode().Perm() != 0o700 {
 			t.Fatalf("control directory mode %v, want 0700", di.Mode())
 		}
+		// The session's proxy directory, which the jail sees, holds the
+		// proxy's sockets only.
+		ents, err := os.ReadDir(filepath.Join(rt, cs.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if n := e.Name(); strings.HasSuffix(n, ".sock") && !strings.Contains(" http.sock socks.sock capture.sock dns.sock ", " "+n+" ") {
+				t.Errorf("the session's proxy directory holds %s", n)
+			}
+		}
 		r := s.Jail("ps")
 		if r.Code != 0 || !strings.Contains(r.Stdout, cs.ID) || !strings.Contains(r.Stdout, "sleep 30") || !strings.HasPrefix(r.Stdout, "ID ") {
 			t.Fatalf("jail ps does not list the session:\n%s", r)
