@@ -90,13 +90,18 @@ func removeSocket(path string) {
 // existing one is a real directory of this user's closed to others, under
 // a parent that no one else may change.
 func ensurePrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
+	// The parent first: nothing is made in a directory others may change.
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", parent, err)
 	}
-	if err := ownDir(dir, 0o077); err != nil {
+	if err := ownDir(parent, 0o022); err != nil {
 		return err
 	}
-	return ownDir(filepath.Dir(dir), 0o022)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return ownDir(dir, 0o077)
 }
 
 // ownDir checks that dir is a directory (not a symlink) owned by this

@@ -23,11 +23,9 @@ type controlPlane struct {
 	srv atomic.Pointer[proxy.Server]
 }
 
-// startControl starts the Hub of a run that has a proxy of its own or a
-// supervisor (nil for any other). A control socket that cannot be made
-// leaves the run without live control, said on stderr: asked requests are
-// then denied at their deadline, as when no one answers.
-func startControl(plan *Plan, supervised bool, stderr io.Writer) *controlPlane {
+// startControl makes the Hub of a run that has a proxy of its own or a
+// supervisor (nil for any other); listen serves it.
+func startControl(plan *Plan, supervised bool) *controlPlane {
 	ownProxy := plan.Net != nil && plan.Net.External == ""
 	if !ownProxy && !supervised {
 		return nil
@@ -43,10 +41,19 @@ func startControl(plan *Plan, supervised bool, stderr io.Writer) *controlPlane {
 		timeout = control.DefaultTimeout
 	}
 	cp.hub = control.NewHub(control.HubConfig{Info: controlInfo(plan, timeout), Timeout: timeout, Rules: rules})
+	return cp
+}
+
+// listen serves the Hub on the session's control socket. One that cannot
+// be made leaves the run without live control, said on stderr: asked
+// requests are then denied at their deadline, as when no one answers.
+func (cp *controlPlane) listen(stderr io.Writer) {
+	if cp == nil {
+		return
+	}
 	if err := cp.hub.Listen(control.Dir()); err != nil {
 		fmt.Fprintf(stderr, "jail: live control is off for this run: %s\n", jail.Escaped(err.Error()))
 	}
-	return cp
 }
 
 // close ends the session's live control: held requests are denied,

@@ -178,7 +178,8 @@ func StartProxy(plan *Plan) (*Proxy, error) {
 	tokens, _ := signInEndpoints(plan)
 	// The remote jail's connections are decided here: so is their live
 	// control.
-	ns.ctl = startControl(plan, false, os.Stderr)
+	ns.ctl = startControl(plan, false)
+	ns.ctl.listen(os.Stderr)
 	if err := ns.serve(n, plan.Session, secrets, tokens); err != nil {
 		ns.close()
 		return nil, err

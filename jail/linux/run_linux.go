@@ -64,7 +64,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	// Live control: jail ps, allow, deny and the answers to what is
 	// asked reach the run through its Hub (the tracer's events too, so
 	// it is aimed before the tracer starts).
-	ctl := startControl(plan, len(plan.CommandDeny)+len(plan.CommandAsk) > 0 || obs != nil, stderr)
+	ctl := startControl(plan, len(plan.CommandDeny)+len(plan.CommandAsk) > 0 || obs != nil)
 	defer ctl.close()
 	ctl.watchActivity(obs)
 	if obs != nil {
@@ -154,6 +154,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		ns.ctl = ctl
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
+	ctl.listen(stderr) // where the proxy's directories were found sound
 	// A jail run from another machine lives only as long as the link to
 	// it.
 	var linkLost <-chan struct{}
