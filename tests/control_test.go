@@ -403,3 +403,27 @@ except OSError as e:
 		}
 	})
 }
+
+// A refused exec counts as a denial of its session: jail ps sees the
+// supervisor's decisions as well as the proxy's.
+func TestControlCountsExecDenials(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		rt := ctlRuntime(t, s)
+		writeJailJSON(t, s, map[string]any{"command": map[string]any{"deny": []string{"git push"}}})
+		cs := ctlStart(t, s, rt, "--", "sh", "-c", `git push origin main 2>/dev/null; git push 2>/dev/null; echo tried > tried.txt; sleep 30`)
+		var st ctlStatus
+		if !waitFor(15*time.Second, func() bool {
+			for _, x := range ctlPS(t, s) {
+				if x.ID == cs.ID {
+					st = x
+				}
+			}
+			return st.Counts.Denied >= 2
+		}) {
+			t.Fatalf("jail ps does not count the refused execs: %+v\n%s", st, cs.stderr)
+		}
+		hostFile(t, s.Project+"/tried.txt")
+	})
+}
