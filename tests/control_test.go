@@ -427,3 +427,39 @@ func TestControlCountsExecDenials(t *testing.T) {
 		hostFile(t, s.Project+"/tried.txt")
 	})
 }
+
+// With no session running, --project and --user still write the rule:
+// into the project's jail.json by an edit that keeps its comment (and
+// trusts the result, so that the next run takes it), and into the user's
+// config.json.
+func TestControlPersistWithoutSession(t *testing.T) {
+	t.Parallel()
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		t.Parallel()
+		ctlRuntime(t, s)
+		s.WriteFile(s.Project+"/jail.json", "{\n  // the team's network\n  \"network\": {\"allow\": [\"first.test\"]}\n}\n", 0o644)
+		s.Jail("trust")
+		r := s.Jail("allow", "--project", "persist.test")
+		if strings.Contains(r.Stderr, "persisting rules is not implemented") {
+			t.Skip("writing rules (jail.PersistRule) is not on this branch yet")
+		}
+		if r.Code != 0 {
+			t.Fatalf("jail allow --project with no session:\n%s", r)
+		}
+		b, _ := os.ReadFile(s.Project + "/jail.json")
+		if !strings.Contains(string(b), "persist.test") || !strings.Contains(string(b), "// the team's network") || !strings.Contains(string(b), "first.test") {
+			t.Fatalf("jail.json after jail allow --project:\n%s", b)
+		}
+		s.NoAutoTrust = true // the answer's own trust, not the harness's
+		if r := s.Jail("plan", "--", "true"); r.Code != 0 || !strings.Contains(r.Stdout, "persist.test") {
+			t.Fatalf("the next run does not take the written rule:\n%s", r)
+		}
+		if r := s.Jail("deny", "--user", "bad.test"); r.Code != 0 {
+			t.Fatalf("jail deny --user with no session:\n%s", r)
+		}
+		u, _ := os.ReadFile(filepath.Join(s.Home, ".config/jail/config.json"))
+		if !strings.Contains(string(u), "bad.test") {
+			t.Fatalf("config.json after jail deny --user: %q", u)
+		}
+	})
+}
