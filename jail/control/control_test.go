@@ -564,3 +564,39 @@ func BenchmarkRecord(b *testing.B) {
 		h.Record(e)
 	}
 }
+
+// Two people answering one request at once: one answer wins, and only
+// its rule is added.
+func TestAnswerOnceAtATime(t *testing.T) {
+	var mu sync.Mutex
+	var live []string
+	release := make(chan struct{})
+	h, c := newTestHub(t, HubConfig{Rules: Rules{Live: func(allow bool, host string) error {
+		<-release // the first answer's rule is slow to take
+		mu.Lock()
+		live = append(live, fmt.Sprint(allow))
+		mu.Unlock()
+		return nil
+	}}})
+	got := make(chan Answer, 1)
+	go func() { got <- h.Ask(context.Background(), Request{Kind: KindNetwork, Host: "m.example.test", Port: 443, Scheme: "https"}) }()
+	p := waitPending(t, c, 1)
+	first := make(chan error, 1)
+	go func() { first <- c.Answer(ctx(t), p[0].ID, Answer{Allow: true, Scope: ScopeSession}) }()
+	time.Sleep(100 * time.Millisecond)
+	if err := c.Answer(ctx(t), p[0].ID, Answer{Allow: false, Scope: ScopeSession}); err == nil || !strings.Contains(err.Error(), "being answered") {
+		t.Fatalf("a second answer meanwhile = %v, want a refusal", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; !a.Allow {
+		t.Fatalf("answer %+v", a)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(live, ",") != "true" {
+		t.Fatalf("live rules %q, want the first answer's only", live)
+	}
+}
