@@ -579,7 +579,9 @@ func TestAnswerOnceAtATime(t *testing.T) {
 		return nil
 	}}})
 	got := make(chan Answer, 1)
-	go func() { got <- h.Ask(context.Background(), Request{Kind: KindNetwork, Host: "m.example.test", Port: 443, Scheme: "https"}) }()
+	go func() {
+		got <- h.Ask(context.Background(), Request{Kind: KindNetwork, Host: "m.example.test", Port: 443, Scheme: "https"})
+	}()
 	p := waitPending(t, c, 1)
 	first := make(chan error, 1)
 	go func() { first <- c.Answer(ctx(t), p[0].ID, Answer{Allow: true, Scope: ScopeSession}) }()
