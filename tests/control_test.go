@@ -356,7 +356,8 @@ func TestControlOtherUIDRefused(t *testing.T) {
 // From inside a jail, no control socket can be found or dialled, even
 // when the runtime directory, or the directory above it, is shown with
 // --allow-read: it is masked by an empty directory. Another session's
-// socket, known to the attacker by its path, stays out of reach.
+// socket, known to the attacker by its path, stays out of reach, and no
+// descriptor the jailed process holds is one.
 func TestControlHiddenInside(t *testing.T) {
 	t.Parallel()
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
@@ -377,6 +378,22 @@ try:
 except OSError as e:
     print("refused", type(e).__name__)
 ' "$2"
+			python3 -c '
+import os, socket
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        s = socket.socket(fileno=os.dup(int(fd)))
+    except OSError:
+        continue
+    names = []
+    for f in (s.getsockname, s.getpeername):
+        try:
+            names.append(str(f()))
+        except OSError:
+            pass
+    if any("/ctl/" in n or (n.endswith(".sock") and not n.startswith("/run/jail/net/")) for n in names):
+        print("fd-socket", names)
+'
 			echo done`
 		ctlDir := filepath.Dir(other.Sock)
 		for _, extra := range [][]string{nil, {"--allow-read", filepath.Dir(rt)}, {"--allow-read", rt}} {
@@ -385,7 +402,7 @@ except OSError as e:
 			if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
 				t.Fatalf("jail %q:\n%s", extra, r)
 			}
-			for _, bad := range []string{"ctl-dir-visible", "socket-visible", "runtime-entry", "found ", "dialled"} {
+			for _, bad := range []string{"ctl-dir-visible", "socket-visible", "runtime-entry", "found ", "dialled", "fd-socket"} {
 				if strings.Contains(r.Stdout, bad) {
 					t.Errorf("jail %q: %s inside the jail:\n%s", extra, bad, r.Stdout)
 				}
