@@ -602,3 +602,39 @@ func TestAnswerOnceAtATime(t *testing.T) {
 		t.Fatalf("live rules %q, want the first answer's only", live)
 	}
 }
+
+// A session is never seen half-made: listing the sessions while others
+// start removes none of theirs, and every one starts.
+func TestListenWhileListing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctl")
+	os.MkdirAll(dir, 0o700)
+	stop := make(chan struct{})
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				Sessions(dir)
+			}
+		}
+	}()
+	var hubs []*Hub
+	for i := 0; i < 40; i++ {
+		h := NewHub(HubConfig{Info: Info{ID: fmt.Sprintf("s%02d", i)}})
+		if err := h.Listen(dir); err != nil {
+			t.Fatalf("Listen while listing: %v", err)
+		}
+		hubs = append(hubs, h)
+	}
+	close(stop)
+	<-listed
+	for _, h := range hubs {
+		if _, err := os.Lstat(h.sock); err != nil {
+			t.Errorf("a live session's socket was removed: %v", err)
+		}
+		h.Close()
+	}
+}

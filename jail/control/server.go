@@ -36,10 +36,20 @@ func (h *Hub) Listen(dir string) error {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	path := filepath.Join(dir, h.cfg.Info.ID+".sock")
-	if len(path) >= maxSockPath {
+	// Made under another name (which Sessions does not dial), then
+	// renamed into place: the socket is never seen half-made, bound but
+	// not yet listening, which a client would take for a dead one.
+	tmp := filepath.Join(dir, "."+h.cfg.Info.ID+".new")
+	if len(tmp) >= maxSockPath {
 		return fmt.Errorf("control socket: the path %s is too long for a unix socket; set TMPDIR to a shorter directory", path)
 	}
-	ln, err := listenPrivate(path)
+	ln, err := listenPrivate(tmp)
+	if err == nil {
+		if err = os.Rename(tmp, path); err != nil {
+			ln.Close()
+			removeSocket(tmp)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
@@ -62,6 +72,7 @@ var umaskMu sync.Mutex
 // listenPrivate listens on a unix socket at path created mode 0600: the
 // umask is set while it is bound, so that it is never open to others.
 func listenPrivate(path string) (net.Listener, error) {
+	removeSocket(path) // a leftover of a run killed while it listened
 	umaskMu.Lock()
 	old := syscall.Umask(0o177)
 	ln, err := net.Listen("unix", path)

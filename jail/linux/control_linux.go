@@ -44,16 +44,29 @@ func startControl(plan *Plan, supervised bool) *controlPlane {
 	return cp
 }
 
-// listen serves the Hub on the session's control socket. One that cannot
-// be made leaves the run without live control, said on stderr: asked
-// requests are then denied at their deadline, as when no one answers.
-func (cp *controlPlane) listen(stderr io.Writer) {
+// listen serves the Hub on the session's control socket. A policy that
+// asks a person (command.ask, network rules that ask) needs it: without it
+// no one could answer, so the run is refused. Any other run goes on
+// without live control, said on stderr.
+func (cp *controlPlane) listen(plan *Plan, stderr io.Writer) error {
 	if cp == nil {
-		return
+		return nil
 	}
-	if err := cp.hub.Listen(control.Dir()); err != nil {
-		fmt.Fprintf(stderr, "jail: live control is off for this run: %s\n", jail.Escaped(err.Error()))
+	err := cp.hub.Listen(control.Dir())
+	switch {
+	case err == nil:
+		return nil
+	case asksPeople(plan):
+		return fmt.Errorf("%w (the policy asks before allowing, and no one could answer without it)", err)
 	}
+	fmt.Fprintf(stderr, "jail: live control is off for this run: %s\n", jail.Escaped(err.Error()))
+	return nil
+}
+
+// asksPeople reports whether the plan holds anything for a person's
+// answer.
+func asksPeople(plan *Plan) bool {
+	return len(plan.CommandAsk) > 0 || (plan.Net != nil && plan.Net.Rules.Unknown == "ask")
 }
 
 // close ends the session's live control: held requests are denied,

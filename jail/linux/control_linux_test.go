@@ -1,8 +1,13 @@
 package linux
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/jailsh/jail/jail"
 	"github.com/jailsh/jail/jail/control"
 )
 
@@ -47,5 +52,32 @@ func TestStartControl(t *testing.T) {
 	}
 	if st := cp.hub.Status(); st.Policy.Unknown != "deny" || st.Policy.NoNetwork || st.ID != "s" {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// A policy that asks a person is refused when its control socket cannot
+// be served (no one could answer); any other run goes on, warned.
+func TestListenFailsClosedWhenAsking(t *testing.T) {
+	x := t.TempDir()
+	os.WriteFile(filepath.Join(x, "jail"), []byte("not a directory\n"), 0o600)
+	t.Setenv("XDG_RUNTIME_DIR", x)
+	for _, c := range []struct {
+		plan *Plan
+		fail bool
+	}{
+		{&Plan{Session: "s1", Net: &NetPlan{}}, false},
+		{&Plan{Session: "s2", Net: &NetPlan{}, CommandAsk: []string{"git push"}}, true},
+		{&Plan{Session: "s3", Net: &NetPlan{Rules: jail.NetworkConfig{Unknown: "ask"}}}, true},
+	} {
+		var stderr bytes.Buffer
+		cp := startControl(c.plan, false)
+		err := cp.listen(c.plan, &stderr)
+		cp.close()
+		if (err != nil) != c.fail {
+			t.Errorf("%s: listen = %v, want failure %v", c.plan.Session, err, c.fail)
+		}
+		if warned := strings.Contains(stderr.String(), "live control is off"); warned == c.fail || strings.Count(stderr.String(), "\n") > 1 {
+			t.Errorf("%s: stderr %q", c.plan.Session, stderr.String())
+		}
 	}
 }

@@ -179,7 +179,10 @@ func StartProxy(plan *Plan) (*Proxy, error) {
 	// The remote jail's connections are decided here: so is their live
 	// control.
 	ns.ctl = startControl(plan, false)
-	ns.ctl.listen(os.Stderr)
+	if err := ns.ctl.listen(plan, os.Stderr); err != nil {
+		ns.close()
+		return nil, err
+	}
 	if err := ns.serve(n, plan.Session, secrets, tokens); err != nil {
 		ns.close()
 		return nil, err

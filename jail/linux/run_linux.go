@@ -154,7 +154,11 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		ns.ctl = ctl
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
-	ctl.listen(stderr) // where the proxy's directories were found sound
+	// Where the proxy's directories were found sound.
+	if err := ctl.listen(plan, stderr); err != nil {
+		ns.close()
+		return 125, &jail.ExitError{Code: 125, Err: err}
+	}
 	// A jail run from another machine lives only as long as the link to
 	// it.
 	var linkLost <-chan struct{}
