@@ -37,6 +37,7 @@ func Build(pol *jail.Policy, f *Facts, argv []string) (*Plan, error) {
 	b.readOnly()
 	b.pinGuarded()
 	b.maskDenied()
+	b.hideControl()
 	b.network()
 	b.assemble()
 	if err := b.commandRules(); err != nil {

@@ -64,7 +64,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	// Live control: jail ps, allow, deny and the answers to what is
 	// asked reach the run through its Hub (the tracer's events too, so
 	// it is aimed before the tracer starts).
-	ctl := startControl(plan, len(plan.CommandDeny)+len(plan.CommandAsk) > 0 || obs != nil, stderr)
+	ctl := startControl(plan, len(plan.CommandDeny)+len(plan.CommandAsk) > 0 || obs != nil)
 	defer ctl.close()
 	ctl.watchActivity(obs)
 	if obs != nil {
@@ -153,6 +153,11 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		}
 		ns.ctl = ctl
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
+	}
+	// Where the proxy's directories were found sound.
+	if err := ctl.listen(plan, stderr); err != nil {
+		ns.close()
+		return 125, &jail.ExitError{Code: 125, Err: err}
 	}
 	// A jail run from another machine lives only as long as the link to
 	// it.
