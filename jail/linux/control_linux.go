@@ -66,7 +66,7 @@ func (cp *controlPlane) listen(plan *Plan, stderr io.Writer) error {
 // asksPeople reports whether the plan holds anything for a person's
 // answer.
 func asksPeople(plan *Plan) bool {
-	return len(plan.CommandAsk) > 0 || (plan.Net != nil && plan.Net.Rules.Unknown == "ask")
+	return len(plan.CommandAsk) > 0 || (plan.Net != nil && (plan.Net.Rules.Unknown == "ask" || len(plan.Net.Rules.Ask) > 0))
 }
 
 // close ends the session's live control: held requests are denied,
@@ -167,7 +167,7 @@ func controlInfo(plan *Plan, timeout time.Duration) control.Info {
 func policyOf(plan *Plan, timeout time.Duration) control.Policy {
 	p := control.Policy{CommandDeny: plan.CommandDeny, CommandAsk: plan.CommandAsk, AskTimeout: timeout.Seconds(), NoNetwork: plan.Net == nil}
 	if n := plan.Net; n != nil {
-		p.Unknown, p.Allow, p.Deny = n.Rules.Unknown, n.Rules.Allow, n.Rules.Deny
+		p.Unknown, p.Allow, p.Deny, p.Ask = n.Rules.Unknown, n.Rules.Allow, n.Rules.Deny, n.Rules.Ask
 		if p.Unknown == "" {
 			p.Unknown = "deny"
 		}
