@@ -10,7 +10,8 @@ import (
 
 // TestPlanAskRules: a policy with ask rules is planned; the network ones
 // go to the in-process proxy as on Linux, and command.ask, which macOS
-// cannot hold at exec, is named among what the run lacks.
+// cannot hold at exec, is named among what the run lacks, and an asked
+// git push is refused on the wire instead.
 func TestPlanAskRules(t *testing.T) {
 	pol := realPolicy(t, jail.Options{NoProfile: true}, "sh", app, alice, "")
 	pol.Network.Ask = []string{"*.example.org"}
@@ -23,5 +24,9 @@ func TestPlanAskRules(t *testing.T) {
 	}
 	if !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, "command.ask is not checked at exec on macOS") }) {
 		t.Errorf("notes %q do not say command.ask is not checked", p.Notes)
+	}
+	// Nothing can ask at exec: the asked push is refused on the wire.
+	if !slices.Equal(p.DenyCommands, []string{"git push"}) {
+		t.Errorf("wire-refused commands %q, want the asked git push", p.DenyCommands)
 	}
 }

@@ -181,9 +181,11 @@ func (p *Plan) network(pol *jail.Policy, port int) {
 	p.Policy.Forward = slices.Clone(pol.Forward)
 	p.Rules = pol.Network
 	p.Rules.Allow = append(slices.Clone(p.Rules.Allow), pol.Registries...)
-	deny, allow := jail.ParseCommandRules(pol.Command.Deny), jail.ParseCommandRules(pol.Command.Allow)
+	// No exec supervisor here can hold an asked command for a person: a
+	// push or publish it would have asked about is refused on the wire.
+	deny, ask, allow := jail.ParseCommandRules(pol.Command.Deny), jail.ParseCommandRules(pol.Command.Ask), jail.ParseCommandRules(pol.Command.Allow)
 	for _, probe := range [][]string{{"git", "push"}, {"npm", "publish"}} {
-		if denied, _ := jail.MatchCommand(probe, deny, allow); denied {
+		if verdict, _ := jail.CommandVerdict(probe, deny, ask, allow); verdict != "" {
 			p.DenyCommands = append(p.DenyCommands, strings.Join(probe, " "))
 		}
 	}
@@ -191,7 +193,7 @@ func (p *Plan) network(pol *jail.Policy, port int) {
 		p.Notes = append(p.Notes, "command.deny is not checked at exec on macOS; git push and npm publish are still refused on the wire")
 	}
 	if len(pol.Command.Ask) > 0 {
-		p.Notes = append(p.Notes, "command.ask is not checked at exec on macOS: "+strings.Join(pol.Command.Ask, ", ")+" run without a question")
+		p.Notes = append(p.Notes, "command.ask is not checked at exec on macOS: "+strings.Join(pol.Command.Ask, ", ")+" run without a question, except that an asked git push or npm publish is refused on the wire")
 	}
 }
 
