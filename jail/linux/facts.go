@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/control"
 	"github.com/jailsh/jail/jail/credstores"
 )
 
@@ -695,14 +696,6 @@ func Created(p *Plan) ([]string, error) {
 
 // runtimeDir is the per-user directory for session sockets:
 // $XDG_RUNTIME_DIR/jail when it is usable, else a private directory in /tmp
-// (checked for ownership and mode before use).
-func runtimeDir() string {
-	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
-		if fi, err := os.Stat(x); err == nil && fi.IsDir() {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Getuid() {
-				return filepath.Join(x, "jail")
-			}
-		}
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("jail-%d", os.Getuid()))
-}
+// (checked for ownership and mode before use). The control sockets are in
+// its ctl/, so that one mask over it hides both from the jail.
+func runtimeDir() string { return filepath.Dir(control.Dir()) }
