@@ -241,9 +241,28 @@ func startFwRemoteEnd(t *testing.T, fw *Forward) *fwRemoteEnd {
 		}
 		e.relays[filepath.Base(remote)] = c
 		t.Cleanup(func() { e.cut(filepath.Base(remote)) })
-		fwWaitFor(t, 5*time.Second, "socat listening on "+remote, func() bool { _, err := os.Stat(remote); return err == nil })
+		fwWaitFor(t, 5*time.Second, "socat listening on "+remote, func() bool { return fwListening(remote) })
 	}
 	return e
+}
+
+// fwListening reports whether a unix socket at path listens: socat makes
+// the file when it binds, a moment before it listens, and a jail that
+// dials in between is refused. /proc/net/unix marks a listening socket
+// with the flag __SO_ACCEPTCON (00010000); dialling to find out would be
+// relayed to the local socket as a connection of its own.
+func fwListening(path string) bool {
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 8 && f[len(f)-1] == path && f[3] == "00010000" {
+			return true
+		}
+	}
+	return false
 }
 
 // cut kills the relay of the remote socket name, the connections it
