@@ -1,0 +1,536 @@
+package tests
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The live control plane is attacked here: its sockets from inside a jail,
+// the dashboard from inside a jail and from a hostile web page, the
+// persisted answers from a cloned repository, and the sessions of one user
+// from another.
+
+// redCtlPy connects to every path it is given (a leading "@" names an
+// abstract socket) and sends three calls, each on its own connection: a
+// listing, an approval of the guessed id for the session and a live allow
+// rule. It prints "@@ctl PATH OP OUTCOME" per call: "reply ..." when any
+// byte came back.
+const redCtlPy = `import socket, sys
+ident = sys.argv[1]
+calls = {
+    "pending": '{"op":"pending"}',
+    "answer": '{"op":"answer","id":"%s","answer":{"allow":true,"scope":"session","by":"jail approve"}}' % ident,
+    "rule": '{"op":"rule","allow":true,"host":"unknown.test","scope":"session"}',
+}
+seen = set()
+for p in sys.argv[2:]:
+    if p in seen:
+        continue
+    seen.add(p)
+    for op, line in calls.items():
+        addr = "\0" + p[1:] if p.startswith("@") else p
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(3)
+        try:
+            s.connect(addr)
+        except OSError as e:
+            print("@@ctl\t%s\t%s\tconnect-error %s" % (p, op, e.__class__.__name__))
+            continue
+        try:
+            s.sendall((line + "\n").encode())
+            got = s.recv(4096)
+            out = "reply %r" % got if got else "no-reply"
+        except OSError as e:
+            out = "no-reply %s" % e.__class__.__name__
+        print("@@ctl\t%s\t%s\t%s" % (p, op, out))
+        s.close()
+`
+
+// redInstall copies the jail binary and the socket prober into the
+// project, where a jailed command can run them.
+func redInstall(t *testing.T, s *Sandbox) {
+	t.Helper()
+	b, err := os.ReadFile(jailBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.WriteFile(s.Project+"/.red/jail", string(b), 0o755)
+	s.WriteFile(s.Project+"/.red/ctl.py", redCtlPy, 0o644)
+}
+
+// redPrivateDir makes dir (and its parents up to the top one made here)
+// 0700 and owned by the runner, as a user's runtime directory is.
+func redPrivateDir(t *testing.T, s *Sandbox, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for p := dir; p != "/" && p != os.TempDir() && p != s.Base; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			os.Lchown(p, s.R.UID, s.R.GID)
+			os.Chmod(p, 0o700)
+		}
+	}
+}
+
+// redRuntimeDir gives the runner its own XDG_RUNTIME_DIR under the
+// sandbox, so that its control sockets are this test's alone.
+func redRuntimeDir(t *testing.T, s *Sandbox) string {
+	t.Helper()
+	dir := filepath.Join(s.Base, "run")
+	redPrivateDir(t, s, dir)
+	s.Env = append(s.Env, "XDG_RUNTIME_DIR="+dir)
+	return dir
+}
+
+// redStatus is the part of `jail ps --json` the attacks check.
+type redStatus struct {
+	ID    string   `json:"id"`
+	PID   int      `json:"pid"`
+	Added []string `json:"added"`
+}
+
+// redPS is the runner's running sessions, from `jail ps --json` on the
+// host.
+func redPS(t *testing.T, s *Sandbox) []redStatus {
+	t.Helper()
+	r := s.Jail("ps", "--json")
+	if r.Code != 0 {
+		t.Fatalf("jail ps --json:\n%s", r)
+	}
+	var out []redStatus
+	for _, l := range lines(r.Stdout) {
+		var st redStatus
+		if err := json.Unmarshal([]byte(l), &st); err != nil {
+			t.Fatalf("jail ps --json printed %q: %v", l, err)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// redNoAdded fails when the running session that holds the request id
+// has a rule added live.
+func redNoAdded(t *testing.T, s *Sandbox, id string) {
+	t.Helper()
+	prefix, _, _ := strings.Cut(id, "-")
+	for _, st := range redPS(t, s) {
+		if strings.HasPrefix(st.ID, prefix) && len(st.Added) > 0 {
+			t.Errorf("session %s had rules added live: %v", st.ID, st.Added)
+		}
+	}
+}
+
+// redPendingIDs is the ids `jail pending --json` lists on the host.
+func redPendingIDs(t *testing.T, s *Sandbox) []string {
+	t.Helper()
+	r := s.Jail("pending", "--json")
+	if r.Code != 0 {
+		t.Fatalf("jail pending --json:\n%s", r)
+	}
+	var out []string
+	for _, l := range lines(r.Stdout) {
+		var p struct{ ID string }
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatalf("jail pending --json printed %q: %v", l, err)
+		}
+		out = append(out, p.ID)
+	}
+	return out
+}
+
+// redStillPending fails unless id is still held.
+func redStillPending(t *testing.T, s *Sandbox, id string) {
+	t.Helper()
+	for _, p := range redPendingIDs(t, s) {
+		if p == id {
+			return
+		}
+	}
+	t.Errorf("the held request %s is no longer pending: something answered it", id)
+}
+
+// redWaitFile waits for a marker file a jailed script writes.
+func redWaitFile(t *testing.T, path string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the jailed script did not write %s within %v", path, d)
+}
+
+// redHash is a file's content hash, "missing" when it does not exist.
+func redHash(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "missing"
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
+}
+
+// redSocketScript is what a jailed attacker runs against its own session's
+// control socket, with a request of its own held meanwhile: look for the
+// socket everywhere, connect to it and to everything found, and answer
+// through the jail CLI.
+func redSocketScript(runtime, tmpCtl string) string {
+	return probeSh + fmt.Sprintf(`
+echo session=$JAIL_SESSION
+probe held https://unknown.test/held &
+sleep 2
+id=$(printf %%s "$JAIL_SESSION" | cut -c1-6)-1
+R=%[1]s
+T=%[2]s
+echo "== listing"
+ls -la "$R" "$R/jail" "$R/jail/ctl" "$T" "$T/ctl" 2>&1
+ls -la /proc/[0-9]*/root$R/jail/ctl /proc/[0-9]*/cwd/ 2>&1 | head -40
+grep -e jail- -e /ctl -e "$R" /proc/self/mountinfo
+find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o \( -name '*.sock' -o -type s \) -print 2>/dev/null > /tmp/found
+ls /proc/[0-9]*/root$R/jail/ctl/*.sock /proc/[0-9]*/root$T/ctl/*.sock 2>/dev/null >> /tmp/found
+awk 'NR > 1 && $8 ~ /^@/ {print $8}' /proc/net/unix >> /tmp/found
+echo "== found"; cat /tmp/found
+python3 .red/ctl.py "$id" "$R/jail/ctl/$JAIL_SESSION.sock" "$T/ctl/$JAIL_SESSION.sock" $(cat /tmp/found)
+echo "== cli"
+for a in "pending --json" "ps --json" "approve $id" "approve $id --session" "approve $id --user" "allow unknown.test" "allow unknown.test --session $JAIL_SESSION"; do
+	./.red/jail $a; echo "@@cli $a: exit $?"
+done
+touch .red/done
+wait
+`, runtime, tmpCtl)
+}
+
+// TestRedControlSocketFromInside attacks the control socket from inside
+// the jail whose request is held: a jailed command looks for it in the
+// runtime and temporary directories, other processes' roots, the mount
+// table, the whole tree and the abstract namespace, also with those
+// directories made readable, connects to the real path and to all it
+// found, and runs jail pending, approve and allow. Nothing answers, and on
+// the host the request is still pending and no rule was added.
+func TestRedControlSocketFromInside(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		runtime := redRuntimeDir(t, s)
+		withRuntime := slicesClone(s.Env)
+		tmpCtl := filepath.Join(os.TempDir(), fmt.Sprintf("jail-%d", s.R.UID))
+		redPrivateDir(t, s, filepath.Join(tmpCtl, "ctl"))
+		up := newUpstream(t, true, "")
+		trustCA(t, s, netPKI.get(t), "bundle.pem")
+		askConfig(s, up.Addr(), `"unknown": "ask",`, 60)
+		redInstall(t, s)
+		for _, v := range []struct {
+			name    string
+			runtime bool
+			args    []string
+		}{
+			{"plain", true, nil},
+			{"allow-read runtime dir", true, []string{"--allow-read", runtime}},
+			{"temp dir", false, []string{"--allow-read", tmpCtl}},
+			{"allow-read root", true, []string{"--allow-read", "/"}},
+		} {
+			t.Run(v.name, func(t *testing.T) {
+				s.Env = withRuntime
+				if !v.runtime {
+					s.Env = nil
+				}
+				defer func() { s.Env = withRuntime }()
+				if r := s.Jail(append(v.args, "--", "true")...); r.Code != 0 {
+					if r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+						t.Fatalf("jail %v refused without the one-line error:\n%s", v.args, r)
+					}
+					t.Logf("jail refuses %v: %s", v.args, r.Stderr)
+					return
+				}
+				redSocketAttack(t, s, up, runtime, tmpCtl, v.args)
+			})
+		}
+	})
+}
+
+// redSocketAttack runs redSocketScript with args and checks the host side.
+func redSocketAttack(t *testing.T, s *Sandbox, up *upstream, runtime, tmpCtl string, args []string) {
+	os.Remove(s.Project + "/.red/done")
+	wait := startJail(t, s, append(args, "--", "sh", "-c", redSocketScript(runtime, tmpCtl))...)
+	id := pendingFor(t, s, "unknown.test")
+	redWaitFile(t, s.Project+"/.red/done", 90*time.Second)
+	redStillPending(t, s, id)
+	redNoAdded(t, s, id)
+	if r := s.Jail("reject", id); r.Code != 0 {
+		t.Fatalf("jail reject %s on the host:\n%s", id, r)
+	}
+	r := wait()
+	wantRefusedConnect(t, getProbe(t, probes(t, r), r, "held"))
+	if up.Saw("/held") {
+		t.Error("the held request reached the upstream: the jail answered it itself")
+	}
+	if !strings.HasPrefix(id, sessionOf(t, r)[:6]+"-") {
+		t.Logf("the jailed script guessed the id wrong (host says %s): its approve calls named another id", id)
+	}
+	tried := 0
+	for _, l := range lines(r.Stdout) {
+		f := strings.Split(l, "\t")
+		if f[0] == "@@ctl" && len(f) == 4 {
+			tried++
+			if strings.HasPrefix(f[3], "reply") {
+				t.Errorf("a control socket answered the jailed command: %s", l)
+			}
+		}
+		if strings.HasPrefix(l, "approved ") || strings.HasPrefix(l, "allow unknown.test in session") {
+			t.Errorf("the jail CLI inside the jail changed a session: %q", l)
+		}
+	}
+	if tried < 6 {
+		t.Errorf("the prober ran %d calls, want at least the real path and the temp one:\n%s", tried, r)
+	}
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+// redDashScript probes the dashboard on the host's loopback port from
+// inside: directly, through the proxy by every spelling of loopback, and
+// through a name the project maps to it.
+func redDashScript(port int) string {
+	p := fmt.Sprint(port)
+	h := "127.0.0.1:" + p
+	return probeSh + `
+probe direct --noproxy '*' http://` + h + `/
+probe direct6 --noproxy '*' http://[::1]:` + p + `/
+unset NO_PROXY no_proxy
+probe proxied http://` + h + `/
+probe tunnel -p http://` + h + `/
+probe tls https://` + h + `/
+probe localhost http://localhost:` + p + `/
+probe localhostdot http://localhost.:` + p + `/
+probe short http://127.1:` + p + `/
+probe hex http://0x7f000001:` + p + `/
+probe zero http://0.0.0.0:` + p + `/
+probe v6mapped http://[::ffff:127.0.0.1]:` + p + `/
+probe etchosts http://vm:` + p + `/
+probe socks -x "$ALL_PROXY" http://` + h + `/
+probe sockslocal -x "$ALL_PROXY" http://localhost:` + p + `/
+probe mapped http://dash.test/
+probe mappedport http://dash.test:` + p + `/
+probe mappedhost -H 'Host: ` + h + `' http://dash.test/
+probe mappedtoken -H 'Host: ` + h + `' 'http://dash.test/?token=guess'
+probe mappedpost -X POST -H 'Host: ` + h + `' -H 'Origin: http://` + h + `' -H 'Content-Type: application/json' --data '{"session":"","allow":true,"host":"evil.test","scope":"user"}' http://dash.test/api/rule
+probe mappedevents -H 'Host: ` + h + `' http://dash.test/events
+probe mappedlocal http://localhost:` + p + `/
+probe mappedlocaltoken 'http://localhost:` + p + `/?token=guess'
+probe mappedlocalpost -X POST -H 'Origin: http://localhost:` + p + `' -H 'Content-Type: application/json' --data '{"session":"","allow":true,"host":"evil.test","scope":"user"}' http://localhost:` + p + `/api/rule
+probe mappedlocalevents http://localhost:` + p + `/events
+`
+}
+
+// TestRedControlDashboardLoopback attacks the dashboard on the host's
+// loopback from inside a jail: no route of its own, the proxy refuses
+// every spelling of loopback, a project that maps a name to the
+// dashboard's port is a widening refused until trusted, and even trusted
+// the dashboard refuses the Host and the missing token, so nothing is
+// written to the configs.
+func TestRedControlDashboardLoopback(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		redRuntimeDir(t, s)
+		d := startDashboard(t, s)
+		var port int
+		fmt.Sscanf(d.Host[strings.LastIndexByte(d.Host, ':')+1:], "%d", &port)
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{
+			"hosts": map[string]string{"dash.test": d.Host, "localhost": d.Host}, "allow": []string{"dash.test", "localhost"}}})
+		s.NoAutoTrust = true
+		if r := s.Sh("echo ran"); r.Code != 125 || strings.Contains(r.Stdout, "ran") || !strings.Contains(r.Stderr, "trust") {
+			t.Errorf("an untrusted jail.json mapping a name to the dashboard's port ran:\n%s", r)
+		}
+		s.NoAutoTrust = false
+		userCfg := filepath.Join(s.Home, ".config/jail/config.json")
+		before := redHash(userCfg) + redHash(s.Project+"/jail.json")
+		r := s.Sh(redDashScript(port))
+		ps := probes(t, r)
+		for _, n := range []string{"direct", "direct6"} {
+			wantNoRoute(t, getProbe(t, ps, r, n))
+		}
+		for _, n := range []string{"proxied", "tunnel", "tls", "short", "hex", "zero", "v6mapped", "etchosts", "socks"} {
+			p := getProbe(t, ps, r, n)
+			if p.HTTP == "200" || (p.Connect != "403" && p.HTTP != "403" && !strings.HasPrefix(p.Err, "curl: (97)")) {
+				t.Errorf("%s: want the proxy's 403 for a loopback address; got %s", n, p)
+			}
+		}
+		for _, n := range []string{"mapped", "mappedport", "mappedhost", "mappedtoken", "mappedpost", "mappedevents", "localhost", "localhostdot", "sockslocal", "mappedlocal", "mappedlocaltoken", "mappedlocalpost", "mappedlocalevents"} {
+			p := getProbe(t, ps, r, n)
+			if len(p.HTTP) == 3 && (p.HTTP[0] == '2' || p.HTTP[0] == '3') {
+				t.Errorf("%s: the dashboard served a jailed request through a mapped name: %s", n, p)
+			}
+		}
+		if after := redHash(userCfg) + redHash(s.Project+"/jail.json"); after != before {
+			t.Errorf("a config changed while the jail attacked the dashboard")
+		}
+	})
+}
+
+// redDashRequest is one forged request at the dashboard.
+type redDashRequest struct {
+	name, method, path, host, body string
+	header                         map[string]string
+	cookie                         string // "", "real" or a forged value
+}
+
+// redDashForgeries are the requests a hostile page (or a process that
+// knows no secret) can make; the CSRF value is the page's real one where
+// a request carries it, the strongest case.
+func redDashForgeries(session, id, csrf, host string) []redDashRequest {
+	answer := fmt.Sprintf(`{"session":%q,"id":%q,"allow":true,"scope":"user"}`, session, id)
+	rule := fmt.Sprintf(`{"session":%q,"allow":true,"host":"evil.test","scope":"user"}`, session)
+	form := "session=" + session + "&id=" + id + "&allow=true&scope=user"
+	jsonH := map[string]string{"Content-Type": "application/json", "X-Jail-CSRF": csrf}
+	with := func(m map[string]string, k, v string) map[string]string {
+		out := map[string]string{k: v}
+		for a, b := range m {
+			if a != k {
+				out[a] = b
+			}
+		}
+		return out
+	}
+	var out []redDashRequest
+	for _, c := range []string{"", "real", "forged-cookie-value"} {
+		out = append(out,
+			redDashRequest{"text/plain form " + c, "POST", "/api/answer", host, answer, map[string]string{"Content-Type": "text/plain", "Origin": "http://evil.test"}, c},
+			redDashRequest{"urlencoded form " + c, "POST", "/api/answer", host, form, map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://evil.test"}, c},
+			redDashRequest{"text/plain rule " + c, "POST", "/api/rule", host, rule, map[string]string{"Content-Type": "text/plain"}, c},
+		)
+	}
+	return append(out,
+		redDashRequest{"no cookie, real CSRF", "POST", "/api/answer", host, answer, jsonH, ""},
+		redDashRequest{"forged cookie, real CSRF", "POST", "/api/answer", host, answer, jsonH, "forged"},
+		redDashRequest{"no token", "GET", "/", host, "", nil, ""},
+		redDashRequest{"wrong token", "GET", "/?token=wrong", host, "", nil, ""},
+		redDashRequest{"empty token", "GET", "/?token=", host, "", nil, ""},
+		redDashRequest{"events without cookie", "GET", "/events", host, "", nil, ""},
+		redDashRequest{"Origin null", "POST", "/api/answer", host, answer, with(jsonH, "Origin", "null"), "real"},
+		redDashRequest{"foreign Origin", "POST", "/api/answer", host, answer, with(jsonH, "Origin", "http://evil.test"), "real"},
+		redDashRequest{"rebinding Origin", "POST", "/api/rule", host, rule, with(jsonH, "Origin", "http://127.0.0.1.nip.io:"+strings.Split(host, ":")[1]), "real"},
+		redDashRequest{"no CSRF", "POST", "/api/answer", host, answer, map[string]string{"Content-Type": "application/json"}, "real"},
+		redDashRequest{"wrong CSRF", "POST", "/api/rule", host, rule, with(jsonH, "X-Jail-CSRF", "x"+csrf), "real"},
+		redDashRequest{"GET answer", "GET", "/api/answer?session=" + session + "&id=" + id + "&allow=true&scope=user", host, "", nil, "real"},
+		redDashRequest{"GET rule", "GET", "/api/rule?allow=true&host=evil.test&scope=user", host, "", nil, "real"},
+		redDashRequest{"rebinding Host", "POST", "/api/answer", "evil.test:" + strings.Split(host, ":")[1], answer, jsonH, "real"},
+		redDashRequest{"nip.io Host", "POST", "/api/rule", "127.0.0.1.nip.io:" + strings.Split(host, ":")[1], rule, jsonH, "real"},
+		redDashRequest{"rebinding Host GET", "GET", "/", "evil.test:" + strings.Split(host, ":")[1], "", nil, "real"},
+	)
+}
+
+// redDashDo sends one forged request and returns its status.
+func redDashDo(t *testing.T, d *dashboard, cookie string, f redDashRequest) int {
+	t.Helper()
+	req, err := http.NewRequest(f.method, d.Base+f.path, strings.NewReader(f.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = f.host
+	for k, v := range f.header {
+		req.Header.Set(k, v)
+	}
+	switch f.cookie {
+	case "":
+	case "real":
+		req.Header.Set("Cookie", "jail_dashboard="+cookie)
+	default:
+		req.Header.Set("Cookie", "jail_dashboard="+f.cookie)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", f.name, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("%s: Content-Security-Policy %q, want default-src 'self' and frame-ancestors 'none'", f.name, csp)
+	}
+	return resp.StatusCode
+}
+
+// redDashCookie trades the printed token for the cookie and checks its
+// flags.
+func redDashCookie(t *testing.T, d *dashboard) string {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	raw := resp.Header.Get("Set-Cookie")
+	var value string
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "jail_dashboard" {
+			value = ck.Value
+			if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Domain != "" {
+				t.Errorf("the session cookie %q is not HttpOnly, SameSite=Strict and host-only", raw)
+			}
+		}
+	}
+	if value == "" {
+		t.Fatalf("the printed URL set no session cookie: %d %q", resp.StatusCode, raw)
+	}
+	return value
+}
+
+// TestRedControlDashboardForgery attacks the dashboard as another web page
+// would, with a request of a running jail held: no, wrong or forged
+// tokens and cookies, cross-origin form POSTs with and without the cookie,
+// Origin null or foreign, state changes by GET, rebinding Host names. All
+// are refused, and on the host the request is still pending and no rule
+// was added or written.
+func TestRedControlDashboardForgery(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		redRuntimeDir(t, s)
+		up := newUpstream(t, true, "")
+		trustCA(t, s, netPKI.get(t), "bundle.pem")
+		askConfig(s, up.Addr(), `"ask": ["ports.test"],`, 60)
+		d := startDashboard(t, s)
+		cookie := redDashCookie(t, d)
+		csrf := d.csrf(t, d.client(t))
+		wait := startJail(t, s, "--", "sh", "-c", askScript("ports.test", "forged"))
+		id := pendingFor(t, s, "ports.test")
+		session := redPS(t, s)[0].ID
+		// The control: every secret right but the id: the dashboard knows
+		// the session and passes the call on (502 from the session).
+		ctl := redDashRequest{"control", "POST", "/api/answer", d.Host, fmt.Sprintf(`{"session":%q,"id":"nope-1","allow":true,"scope":"once"}`, session),
+			map[string]string{"Content-Type": "application/json", "X-Jail-CSRF": csrf, "Origin": d.Base}, "real"}
+		deadline := time.Now().Add(15 * time.Second)
+		for code := 0; code != http.StatusBadGateway; code = redDashDo(t, d, cookie, ctl) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the dashboard never passed a well-formed answer to session %s (last %d)", session, code)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		userCfg := filepath.Join(s.Home, ".config/jail/config.json")
+		before := redHash(userCfg) + redHash(s.Project+"/jail.json")
+		for _, f := range redDashForgeries(session, id, csrf, d.Host) {
+			if code := redDashDo(t, d, cookie, f); code < 400 {
+				t.Errorf("%s: %s %s (Host %s): %d, want it refused", f.name, f.method, f.path, f.host, code)
+			}
+		}
+		redStillPending(t, s, id)
+		redNoAdded(t, s, id)
+		if after := redHash(userCfg) + redHash(s.Project+"/jail.json"); after != before {
+			t.Error("a forged request changed a config file")
+		}
+		if r := s.Jail("reject", id); r.Code != 0 {
+			t.Fatalf("jail reject %s:\n%s", id, r)
+		}
+		r := wait()
+		wantRefusedConnect(t, getProbe(t, probes(t, r), r, "held"))
+		if up.Saw("/forged") {
+			t.Error("the held request reached the upstream")
+		}
+	})
+}
