@@ -180,12 +180,16 @@ func redHash(path string) string {
 	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
 
+// redLongProbe is probeSh with a wait long enough for a request held
+// while the attack runs.
+var redLongProbe = strings.Replace(probeSh, "--max-time 15", "--max-time 120", 1)
+
 // redSocketScript is what a jailed attacker runs against its own session's
 // control socket, with a request of its own held meanwhile: look for the
 // socket everywhere, connect to it and to everything found, and answer
 // through the jail CLI.
 func redSocketScript(runtime, tmpCtl string) string {
-	return probeSh + fmt.Sprintf(`
+	return redLongProbe + fmt.Sprintf(`
 echo session=$JAIL_SESSION
 probe held https://unknown.test/held &
 sleep 2
@@ -280,6 +284,9 @@ func redSocketAttack(t *testing.T, s *Sandbox, up *upstream, runtime, tmpCtl str
 		f := strings.Split(l, "\t")
 		if f[0] == "@@ctl" && len(f) == 4 {
 			tried++
+			if strings.Contains(f[1], "/ctl/") {
+				t.Logf("%s %s: %s", f[1], f[2], f[3])
+			}
 			if strings.HasPrefix(f[3], "reply") {
 				t.Errorf("a control socket answered the jailed command: %s", l)
 			}
