@@ -541,3 +541,243 @@ func TestRedControlDashboardForgery(t *testing.T) {
 		}
 	})
 }
+
+// redFloodPy opens N connections to the proxy at once, each a CONNECT to
+// its own asked host, and sorts the answers: "403" denied at once, "held"
+// when nothing came within 8 s. It keeps them open until .red/release
+// appears.
+const redFloodPy = `import os, socket, sys, threading, time
+n = int(sys.argv[1])
+addr = os.environ["HTTPS_PROXY"].split("//")[1].rstrip("/")
+host, port = addr.rsplit(":", 1)
+res, socks, lock = {}, [], threading.Lock()
+def one(i):
+    name = "f%d.flood.test" % i
+    try:
+        s = socket.create_connection((host, int(port)), timeout=10)
+    except OSError as e:
+        res[i] = "connect-" + e.__class__.__name__
+        return
+    with lock:
+        socks.append(s)
+    try:
+        s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (name, name)).encode())
+        s.settimeout(8)
+        got = s.recv(200)
+        res[i] = got.split(b" ")[1].decode() if got else "eof"
+    except socket.timeout:
+        res[i] = "held"
+    except OSError as e:
+        res[i] = "err-" + e.__class__.__name__
+ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+count = {}
+for v in res.values():
+    count[v] = count.get(v, 0) + 1
+print("@@flood\t%d\t%d\t%r" % (count.get("held", 0), count.get("403", 0), count))
+sys.stdout.flush()
+open(".red/flooded", "w").close()
+for _ in range(600):
+    if os.path.exists(".red/release"):
+        break
+    time.sleep(0.1)
+for s in socks:
+    s.close()
+`
+
+// redRSS is the resident set of pid in KiB.
+func redRSS(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading the jail process's status: %v", err)
+	}
+	for _, l := range lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb int
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb
+		}
+	}
+	t.Fatalf("no VmRSS for pid %d", pid)
+	return 0
+}
+
+// TestRedControlFlood floods the ask with 500 distinct hosts from inside
+// while a real request is held: past the cap the rest are denied at once
+// (and logged), the jail process's memory stays bounded, and the real
+// request is still answered and goes through.
+func TestRedControlFlood(t *testing.T) {
+	const n, maxHeld = 500, 64
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		redRuntimeDir(t, s)
+		up := newUpstream(t, true, "")
+		trustCA(t, s, netPKI.get(t), "bundle.pem")
+		hosts := map[string]string{"unknown.test": up.Addr()}
+		for i := 0; i < n; i++ {
+			hosts[fmt.Sprintf("f%d.flood.test", i)] = up.Addr()
+		}
+		writeJailJSON(t, s, map[string]any{"network": map[string]any{"unknown": "ask", "hosts": hosts}, "askTimeout": 120})
+		s.WriteFile(s.Project+"/.red/flood.py", redFloodPy, 0o644)
+		wait := startJail(t, s, "--", "sh", "-c", redLongProbe+`echo session=$JAIL_SESSION
+probe real https://unknown.test/real &
+until [ -e .red/go ]; do sleep 0.1; done
+python3 .red/flood.py `+fmt.Sprint(n)+`
+wait`)
+		id := pendingFor(t, s, "unknown.test")
+		ps := redPS(t, s)
+		if len(ps) != 1 {
+			t.Fatalf("want one running session, got %v", ps)
+		}
+		before := redRSS(t, ps[0].PID)
+		s.WriteFile(s.Project+"/.red/go", "", 0o644)
+		redWaitFile(t, s.Project+"/.red/flooded", 90*time.Second)
+		held := len(redPendingIDs(t, s))
+		after := redRSS(t, ps[0].PID)
+		if held > maxHeld || held < 2 {
+			t.Errorf("%d requests held during the flood, want the real one and at most %d in all", held, maxHeld)
+		}
+		if after-before > 64<<10 {
+			t.Errorf("the jail process grew from %d KiB to %d KiB under the flood", before, after)
+		}
+		if r := s.Jail("approve", id); r.Code != 0 {
+			t.Errorf("jail approve %s under the flood:\n%s", id, r)
+		}
+		s.WriteFile(s.Project+"/.red/release", "", 0o644)
+		r := wait()
+		wantOK(t, getProbe(t, probes(t, r), r, "real"), "/real")
+		redFloodCounts(t, r, n, maxHeld)
+		limited := 0
+		for _, d := range decisions(t, s, sessionOf(t, r)) {
+			if d.Verdict == "deny" && d.Rule == "ask limit" && strings.HasSuffix(d.Host, ".flood.test") {
+				limited++
+			}
+		}
+		if limited < n-maxHeld {
+			t.Errorf("the log has %d denials for the cap, want at least %d", limited, n-maxHeld)
+		}
+	})
+}
+
+// redFloodCounts checks the flood's own view: few held, the rest refused
+// at once.
+func redFloodCounts(t *testing.T, r Result, n, maxHeld int) {
+	t.Helper()
+	for _, l := range lines(r.Stdout) {
+		f := strings.Split(l, "\t")
+		if f[0] != "@@flood" || len(f) != 4 {
+			continue
+		}
+		var held, denied int
+		fmt.Sscan(f[1], &held)
+		fmt.Sscan(f[2], &denied)
+		if held > maxHeld || denied < n-maxHeld-1 {
+			t.Errorf("the flood saw %d held and %d denied at once (%s), want at most %d held", held, denied, f[3], maxHeld)
+		}
+		return
+	}
+	t.Fatalf("the flood printed no counts:\n%s", r)
+}
+
+// redHeldRun starts a run of the sandbox's project whose unknown.test
+// request is held, and returns its id and the func that waits for it.
+func redHeldRun(t *testing.T, s *Sandbox, path string) (string, func() Result) {
+	t.Helper()
+	wait := startJail(t, s, "--", "sh", "-c", redLongProbe+"echo session=$JAIL_SESSION; probe held https://unknown.test/"+path)
+	return pendingFor(t, s, "unknown.test"), wait
+}
+
+// TestRedControlPersist attacks the answers that are written down: one
+// for the project after jail.json gained a widening on disk (a pull of a
+// hostile commit, say) is refused and leaves the file as it was, with its
+// widening still untrusted; a jail.json that is a symlink to a file
+// outside the project is never written through; an answer for the user
+// writes only the user's config.
+func TestRedControlPersist(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		redRuntimeDir(t, s)
+		up := newUpstream(t, true, "")
+		trustCA(t, s, netPKI.get(t), "bundle.pem")
+		t.Run("changed after trust", func(t *testing.T) {
+			askConfig(s, up.Addr(), `"unknown": "ask",`, 60)
+			id, wait := redHeldRun(t, s, "changed")
+			s.WriteFile(s.Project+"/jail.json", askConfigText(up.Addr(), `"unknown": "ask", "allow": ["evil.test"],`, 60), 0o644)
+			before := redHash(s.Project + "/jail.json")
+			s.NoAutoTrust = true // the harness would trust the change itself
+			if r := s.Jail("approve", id, "--project"); r.Code == 0 {
+				t.Errorf("jail approve --project wrote into a jail.json changed since it was trusted:\n%s", r)
+			}
+			if redHash(s.Project+"/jail.json") != before {
+				t.Error("the refused answer changed jail.json")
+			}
+			if r := s.Sh("true"); r.Code != 125 {
+				t.Errorf("the widening added on disk became trusted through the answer:\n%s", r)
+			}
+			redEnd(t, s, id, wait)
+			s.NoAutoTrust = false
+		})
+		t.Run("symlink out of the project", func(t *testing.T) {
+			outside := s.Base + "/outside.json"
+			s.WriteFile(outside, askConfigText(up.Addr(), `"unknown": "ask",`, 60), 0o644)
+			os.Remove(s.Project + "/jail.json")
+			if err := os.Symlink(outside, s.Project+"/jail.json"); err != nil {
+				t.Fatal(err)
+			}
+			os.Lchown(s.Project+"/jail.json", s.R.UID, s.R.GID)
+			defer os.Remove(s.Project + "/jail.json")
+			before := redHash(outside)
+			if r := s.Sh("true"); r.Code == 0 {
+				t.Errorf("a run with jail.json a symlink out of the project was not refused:\n%s", r)
+			}
+			// Swapped for the symlink while a request is held, as a
+			// checkout could.
+			os.Remove(s.Project + "/jail.json")
+			askConfig(s, up.Addr(), `"unknown": "ask",`, 60)
+			id, wait := redHeldRun(t, s, "symlink")
+			os.Remove(s.Project + "/jail.json")
+			if err := os.Symlink(outside, s.Project+"/jail.json"); err != nil {
+				t.Fatal(err)
+			}
+			os.Lchown(s.Project+"/jail.json", s.R.UID, s.R.GID)
+			s.NoAutoTrust = true
+			defer func() { s.NoAutoTrust = false }()
+			if r := s.Jail("approve", id, "--project"); r.Code == 0 {
+				t.Errorf("jail approve --project wrote through a jail.json symlink:\n%s", r)
+			}
+			if redHash(outside) != before {
+				t.Errorf("the file outside the project the symlink names was changed")
+			}
+			redEnd(t, s, id, wait)
+		})
+		t.Run("user scope", func(t *testing.T) {
+			askConfig(s, up.Addr(), `"unknown": "ask",`, 60)
+			id, wait := redHeldRun(t, s, "user")
+			userCfg := filepath.Join(s.Home, ".config/jail/config.json")
+			before := redHash(s.Project + "/jail.json")
+			if r := s.Jail("approve", id, "--user"); r.Code != 0 {
+				t.Fatalf("jail approve %s --user:\n%s", id, r)
+			}
+			r := wait()
+			wantOK(t, getProbe(t, probes(t, r), r, "held"), "/user")
+			if redHash(s.Project+"/jail.json") != before {
+				t.Error("an answer for the user changed the project's jail.json")
+			}
+			if b, _ := os.ReadFile(userCfg); !strings.Contains(string(b), "unknown.test") {
+				t.Errorf("the user's config.json lacks the answer:\n%s", b)
+			}
+		})
+	})
+}
+
+// redEnd rejects the held request id and checks that the run was refused.
+func redEnd(t *testing.T, s *Sandbox, id string, wait func() Result) {
+	t.Helper()
+	if r := s.Jail("reject", id); r.Code != 0 {
+		t.Errorf("jail reject %s:\n%s", id, r)
+	}
+	r := wait()
+	wantRefusedConnect(t, getProbe(t, probes(t, r), r, "held"))
+}
