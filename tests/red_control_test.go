@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -786,4 +787,160 @@ func redEnd(t *testing.T, s *Sandbox, id string, wait func() Result) {
 	}
 	r := wait()
 	wantRefusedConnect(t, getProbe(t, probes(t, r), r, "held"))
+}
+
+// redCtlOutcomes runs the socket prober as s's runner on the host against
+// paths and fails on any reply.
+func redCtlOutcomes(t *testing.T, s *Sandbox, who, id string, paths ...string) {
+	t.Helper()
+	out := s.Host("/usr/bin/python3", append([]string{s.Project + "/.red/ctl.py", id}, paths...)...)
+	n := 0
+	for _, l := range lines(out) {
+		if f := strings.Split(l, "\t"); f[0] == "@@ctl" && len(f) == 4 {
+			n++
+			t.Logf("as %s: %s %s: %s", who, f[1], f[2], f[3])
+			if strings.HasPrefix(f[3], "reply") {
+				t.Errorf("%s got a reply from another user's control socket: %s", who, l)
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("the prober ran no call as %s:\n%s", who, out)
+	}
+}
+
+// TestRedControlOtherUser attacks one user's sessions as another: the
+// unprivileged user's jail ps, pending and approve never see root's
+// session, even pointing XDG_RUNTIME_DIR at root's; its connections to
+// root's socket get nothing; and root's own client, which the file
+// permissions would let through, is refused by the user's session, which
+// compares uids. Both held requests are still pending afterwards.
+func TestRedControlOtherUser(t *testing.T) {
+	rs := runners(t)
+	if len(rs) < 2 {
+		t.Skip("the tests run unprivileged: there is no second user to attack with (run them as root, as make test does)")
+	}
+	up := newUpstream(t, true, "")
+	var sb [2]*Sandbox
+	var ids [2]string
+	var socks [2]string
+	for i, r := range rs {
+		s := NewSandbox(t, r)
+		runtime := redRuntimeDir(t, s)
+		trustCA(t, s, netPKI.get(t), "bundle.pem")
+		askConfig(s, up.Addr(), `"unknown": "ask",`, 60)
+		redInstall(t, s)
+		var wait func() Result
+		ids[i], wait = redHeldRun(t, s, "other-"+r.Name)
+		defer func(s *Sandbox, id string, wait func() Result) { redEnd(t, s, id, wait) }(s, ids[i], wait)
+		ps := redPS(t, s)
+		if len(ps) != 1 {
+			t.Fatalf("%s: want one running session, got %v", r.Name, ps)
+		}
+		sb[i], socks[i] = s, filepath.Join(runtime, "jail", "ctl", ps[0].ID+".sock")
+		if _, err := os.Stat(socks[i]); err != nil {
+			t.Fatalf("%s's control socket is not at %s: %v", r.Name, socks[i], err)
+		}
+	}
+	root, user := sb[0], sb[1]
+	rootRuntime := filepath.Dir(filepath.Dir(filepath.Dir(socks[0])))
+	for _, env := range [][]string{user.Env, {"XDG_RUNTIME_DIR=" + rootRuntime}, nil} {
+		u := *user
+		u.Env = env
+		for _, args := range [][]string{{"ps", "--json"}, {"pending", "--json"}} {
+			if r := u.Jail(args...); strings.Contains(r.Stdout, ids[0][:6]) {
+				t.Errorf("jail %v as %s (env %v) shows root's session:\n%s", args, testUser, env, r)
+			}
+		}
+		if r := u.Jail("approve", ids[0]); r.Code == 0 || strings.Contains(r.Stdout, "approved") {
+			t.Errorf("jail approve of root's request as %s (env %v):\n%s", testUser, env, r)
+		}
+	}
+	redCtlOutcomes(t, user, testUser, ids[0], socks[0])
+	// Root may open the user's socket; the session must still refuse it.
+	redCtlOutcomes(t, root, "root", ids[1], socks[1])
+	if r := root.Jail("approve", ids[1]); r.Code == 0 {
+		t.Errorf("jail approve of %s's request as root:\n%s", testUser, r)
+	}
+	redStillPending(t, root, ids[0])
+	redStillPending(t, user, ids[1])
+	redNoAdded(t, root, ids[0])
+	redNoAdded(t, user, ids[1])
+}
+
+// redFakeHubPy serves a fake session on a unix socket: it writes every
+// line it is sent to a log and answers with a status and a held request,
+// as a planted socket would to lure the user's CLI.
+const redFakeHubPy = `import json, os, socket, sys
+path, log = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+os.chmod(path, 0o777)
+s.listen(16)
+open(log, "a").close()
+status = {"id": "fake00aa11bb22cc", "command": ["sh"], "project": "/", "started": "2026-01-01T00:00:00Z", "pid": 1, "policy": {"unknown": "ask", "masked": 0, "askTimeoutSeconds": 60}, "counts": {"allowed": 0, "denied": 0, "pending": 1}}
+req = {"id": "fake00-1", "session": status["id"], "kind": "network", "rule": "unknown=ask", "host": "evil.test", "port": 443, "scheme": "https", "waiting": 1, "held": "2026-01-01T00:00:00Z", "deadline": "2036-01-01T00:00:00Z"}
+while True:
+    c, _ = s.accept()
+    line = c.makefile().readline()
+    with open(log, "a") as f:
+        f.write(line)
+    c.sendall((json.dumps({"status": status, "pending": [req]}) + "\n").encode())
+    c.close()
+`
+
+// TestRedControlPlantedDir attacks the control directory under a shared
+// temporary directory, where another user can make a directory first: the
+// unprivileged user makes root's jail-0/ctl and serves a fake session in
+// it. Root's jail ps, pending, approve and allow send it nothing, and a
+// root run does not put its socket there.
+func TestRedControlPlantedDir(t *testing.T) {
+	rs := runners(t)
+	if len(rs) < 2 {
+		t.Skip("the tests run unprivileged: there is no second user to plant the directory (run them as root, as make test does)")
+	}
+	root, user := NewSandbox(t, rs[0]), NewSandbox(t, rs[1])
+	shared := filepath.Join(root.Base, "tmp")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(shared, 0o1777) // like /tmp
+	user.WriteFile(user.Project+"/.red/fakehub.py", redFakeHubPy, 0o644)
+	fake := filepath.Join(shared, "jail-0", "ctl", "fake00aa11bb22cc.sock")
+	calls := filepath.Join(user.Project, ".red", "calls.log")
+	cmd := exec.Command("/usr/bin/python3", user.Project+"/.red/fakehub.py", fake, calls)
+	user.as(cmd)
+	var fakeErr strings.Builder
+	cmd.Stderr = &fakeErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; i < 100 && !fileThere(calls); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !fileThere(calls) {
+		t.Fatalf("the fake session did not start: %s", fakeErr.String())
+	}
+	root.Env = []string{"TMPDIR=" + shared}
+	for _, args := range [][]string{{"ps", "--json"}, {"pending", "--json"}, {"approve", "fake00-1"}, {"allow", "evil.test"}} {
+		r := root.Jail(args...)
+		if strings.Contains(r.Stdout, "fake00") || strings.Contains(r.Stdout, "evil.test") {
+			t.Errorf("root's jail %v believed the planted session:\n%s", args, r)
+		}
+	}
+	if b, _ := os.ReadFile(calls); len(b) > 0 {
+		t.Errorf("root's CLI sent calls to the planted socket:\n%s", b)
+	}
+	r := root.Jail("--", "sh", "-c", "echo ran")
+	if ents, _ := os.ReadDir(filepath.Dir(fake)); len(ents) != 1 {
+		t.Errorf("root's run put a socket in the directory another user made: %v\n%s", ents, r)
+	}
+	t.Logf("root's run beside a planted control directory: %s", r)
+}
+
+func fileThere(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
