@@ -209,3 +209,26 @@ func ruleMatches(r CommandRule, norm []string) bool {
 	}
 	return true
 }
+
+// MatchAsk decides a normalized argv against command.ask as MatchCommand
+// does against command.deny: the most specific matching rule wins, and an
+// equally specific command.allow rule is the exception that runs without
+// asking. It returns whether the command is asked and by which rule. A
+// command that command.deny refuses is refused, not asked: callers match
+// deny first (see CommandVerdict).
+func MatchAsk(norm []string, ask, allow []CommandRule) (bool, CommandRule) {
+	return MatchCommand(norm, ask, allow)
+}
+
+// CommandVerdict is the decision on a normalized argv: "deny" when
+// command.deny refuses it, else "ask" when command.ask holds it, else ""
+// (it runs); with the rule that decided.
+func CommandVerdict(norm []string, deny, ask, allow []CommandRule) (string, CommandRule) {
+	if denied, rule := MatchCommand(norm, deny, allow); denied {
+		return "deny", rule
+	}
+	if asked, rule := MatchAsk(norm, ask, allow); asked {
+		return "ask", rule
+	}
+	return "", CommandRule{}
+}

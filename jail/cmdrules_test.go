@@ -87,3 +87,44 @@ func FuzzNormalizeArgv(f *testing.F) {
 		}
 	})
 }
+
+// TestCommandVerdict: command.ask holds a command wherever command.deny
+// would refuse it (wrappers, git's global options, git-push, send-pack,
+// VAR=value), an allow exception runs it without asking, and deny wins
+// over ask whatever their specificity.
+func TestCommandVerdict(t *testing.T) {
+	deny := ParseCommandRules([]string{"git push --force", "rm"})
+	ask := ParseCommandRules([]string{"git push", "npm publish", "rm -i", "curl"})
+	allow := ParseCommandRules([]string{"git push --dry-run", "curl --version"})
+	tests := []struct{ argv, verdict, rule string }{
+		{"git push", "ask", "git push"},
+		{"git push origin main", "ask", "git push"},
+		{"/usr/bin/git -C . -c a.b=c push", "ask", "git push"},
+		{"env -u HOME VAR=1 nice -n 5 git push", "ask", "git push"},
+		{"timeout 5 git push", "ask", "git push"},
+		{"xargs -n 1 git push", "ask", "git push"},
+		{"exec -a x git push", "ask", "git push"},
+		{"/usr/lib/git-core/git-push origin", "ask", "git push"},
+		{"git send-pack ../r main", "ask", "git push"},
+		{"git --git-dir=.git --no-pager push", "ask", "git push"},
+		{"npm --prefix . publish", "ask", "npm publish"},
+		{"git push --force", "deny", "git push --force"},
+		{"env git push --force origin", "deny", "git push --force"},
+		{"rm -i x", "deny", "rm"}, // deny > ask, even the less specific deny
+		{"git push --dry-run", "", ""},
+		{"curl --version", "", ""},
+		{"curl http://127.0.0.1/", "ask", "curl"},
+		{"git status", "", ""},
+		{"git pushx", "", ""},
+		{"true", "", ""},
+	}
+	for _, tt := range tests {
+		verdict, rule := CommandVerdict(NormalizeArgv(strings.Fields(tt.argv)), deny, ask, allow)
+		if verdict != tt.verdict || (tt.rule != "" && rule.String() != tt.rule) {
+			t.Errorf("%q: %q by %q, want %q by %q", tt.argv, verdict, rule, tt.verdict, tt.rule)
+		}
+	}
+	if asked, _ := MatchAsk(nil, ask, allow); asked {
+		t.Error("an empty argv is asked")
+	}
+}

@@ -56,7 +56,7 @@ func psCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ss, err := sessions("")
 	if err != nil {
-		fmt.Fprintf(stderr, "jail: %s; check the permissions of %s\n", jail.Escaped(err.Error()), jail.Escaped(control.Dir()))
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(err.Error()))
 		return 125
 	}
 	if *asJSON {
@@ -113,7 +113,7 @@ func ruleCmd(allow bool, args []string, stdout, stderr io.Writer) int {
 	}
 	ss, err := sessions(*id)
 	if err != nil {
-		fmt.Fprintf(stderr, "jail: %s; check the permissions of %s\n", jail.Escaped(err.Error()), jail.Escaped(control.Dir()))
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(err.Error()))
 		return 125
 	}
 	if *id != "" && len(ss) == 0 {
@@ -202,7 +202,7 @@ func pendingCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ss, err := sessions(*id)
 	if err != nil {
-		fmt.Fprintf(stderr, "jail: %s; check the permissions of %s\n", jail.Escaped(err.Error()), jail.Escaped(control.Dir()))
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(err.Error()))
 		return 125
 	}
 	if !*asJSON {
@@ -275,7 +275,7 @@ func answerCmd(allow bool, args []string, stdout, stderr io.Writer) int {
 	}
 	ss, err := sessions(prefix)
 	if err != nil {
-		fmt.Fprintf(stderr, "jail: %s; check the permissions of %s\n", jail.Escaped(err.Error()), jail.Escaped(control.Dir()))
+		fmt.Fprintf(stderr, "jail: %s\n", jail.Escaped(err.Error()))
 		return 125
 	}
 	var last error

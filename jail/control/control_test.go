@@ -553,3 +553,88 @@ func TestPeerOfAnotherUIDRefused(t *testing.T) {
 		t.Fatalf("a client of another uid got %q", out)
 	}
 }
+
+// BenchmarkRecord is the control plane's cost on every proxied request
+// while no one watches.
+func BenchmarkRecord(b *testing.B) {
+	h := NewHub(HubConfig{Info: Info{ID: "bench"}})
+	e := proxy.Entry{Host: "bench.example.test", Verdict: "allow"}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.Record(e)
+	}
+}
+
+// Two people answering one request at once: one answer wins, and only
+// its rule is added.
+func TestAnswerOnceAtATime(t *testing.T) {
+	var mu sync.Mutex
+	var live []string
+	release := make(chan struct{})
+	h, c := newTestHub(t, HubConfig{Rules: Rules{Live: func(allow bool, host string) error {
+		<-release // the first answer's rule is slow to take
+		mu.Lock()
+		live = append(live, fmt.Sprint(allow))
+		mu.Unlock()
+		return nil
+	}}})
+	got := make(chan Answer, 1)
+	go func() {
+		got <- h.Ask(context.Background(), Request{Kind: KindNetwork, Host: "m.example.test", Port: 443, Scheme: "https"})
+	}()
+	p := waitPending(t, c, 1)
+	first := make(chan error, 1)
+	go func() { first <- c.Answer(ctx(t), p[0].ID, Answer{Allow: true, Scope: ScopeSession}) }()
+	time.Sleep(100 * time.Millisecond)
+	if err := c.Answer(ctx(t), p[0].ID, Answer{Allow: false, Scope: ScopeSession}); err == nil || !strings.Contains(err.Error(), "being answered") {
+		t.Fatalf("a second answer meanwhile = %v, want a refusal", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; !a.Allow {
+		t.Fatalf("answer %+v", a)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(live, ",") != "true" {
+		t.Fatalf("live rules %q, want the first answer's only", live)
+	}
+}
+
+// A session is never seen half-made: listing the sessions while others
+// start removes none of theirs, and every one starts.
+func TestListenWhileListing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctl")
+	os.MkdirAll(dir, 0o700)
+	stop := make(chan struct{})
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				Sessions(dir)
+			}
+		}
+	}()
+	var hubs []*Hub
+	for i := 0; i < 40; i++ {
+		h := NewHub(HubConfig{Info: Info{ID: fmt.Sprintf("s%02d", i)}})
+		if err := h.Listen(dir); err != nil {
+			t.Fatalf("Listen while listing: %v", err)
+		}
+		hubs = append(hubs, h)
+	}
+	close(stop)
+	<-listed
+	for _, h := range hubs {
+		if _, err := os.Lstat(h.sock); err != nil {
+			t.Errorf("a live session's socket was removed: %v", err)
+		}
+		h.Close()
+	}
+}

@@ -46,8 +46,11 @@ type held struct {
 	req    Request
 	key    string
 	answer Answer
-	once   sync.Once
-	ready  chan struct{} // closed once answer is set
+	// answering is set (under Hub.mu) while an answer's scope is being
+	// applied.
+	answering bool
+	once      sync.Once
+	ready     chan struct{} // closed once answer is set
 }
 
 // watcher is one "watch" client's bounded queue of Events.
@@ -165,25 +168,36 @@ func (h *Hub) finish(hd *held, a Answer) bool {
 
 // answer answers the held request id, applying its scope first: the live
 // rule and the written one are in place before the waiters go on.
+//
+// One answer at a time: a request being answered is not answered again,
+// so that two people answering at once do not both add their rules.
 func (h *Hub) answer(id string, a Answer) error {
-	h.mu.Lock()
-	hd := h.pending[id]
-	var req Request
-	if hd != nil {
-		req = hd.req
-	}
-	h.mu.Unlock()
-	if hd == nil {
-		return fmt.Errorf("no held request %q in this session", id)
-	}
 	if a.Scope == "" {
 		a.Scope = ScopeOnce
 	}
+	if a.By == "" {
+		a.By = "control"
+	}
+	h.mu.Lock()
+	hd := h.pending[id]
+	if hd == nil || hd.answering {
+		h.mu.Unlock()
+		if hd != nil {
+			return fmt.Errorf("the held request %q is being answered", id)
+		}
+		return fmt.Errorf("no held request %q in this session", id)
+	}
+	hd.answering = true
+	req := hd.req
+	h.mu.Unlock()
 	if err := h.applyScope(req, a); err != nil {
+		h.mu.Lock()
+		hd.answering = false
+		h.mu.Unlock()
 		return err
 	}
 	if !h.finish(hd, a) {
-		return fmt.Errorf("the held request %q was answered already", id)
+		return fmt.Errorf("the held request %q was answered already (%s)", id, hd.answer.By)
 	}
 	return nil
 }

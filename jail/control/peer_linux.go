@@ -1,6 +1,7 @@
 package control
 
 import (
+	"errors"
 	"net"
 	"os"
 	"strconv"
@@ -13,8 +14,37 @@ import (
 // (bubblewrap makes it), and is refused too. What cannot be checked is
 // refused.
 func peerAllowed(c net.Conn) bool {
-	cred, ok := peerCred(c)
-	if !ok || int(cred.Uid) != os.Geteuid() || cred.Pid <= 0 {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	allowed := false
+	if err := raw.Control(func(fd uintptr) { allowed = peerFDAllowed(int(fd)) }); err != nil {
+		return false
+	}
+	return allowed
+}
+
+// peerFDAllowed is peerAllowed on the socket's descriptor. The peer's
+// user namespace is read through its PID; where the kernel gives a pidfd
+// of the peer (Linux >= 6.5), the peer is then checked to be still alive,
+// so that the PID read was not another process's, reused meanwhile.
+func peerFDAllowed(fd int) bool {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil || int(cred.Uid) != os.Geteuid() || cred.Pid <= 0 {
+		return false
+	}
+	pidfd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+	switch {
+	case err == nil:
+		defer unix.Close(pidfd)
+	case errors.Is(err, unix.ENOPROTOOPT):
+		pidfd = -1
+	default:
 		return false
 	}
 	own, err := os.Readlink("/proc/self/ns/user")
@@ -22,27 +52,8 @@ func peerAllowed(c net.Conn) bool {
 		return false
 	}
 	theirs, err := os.Readlink("/proc/" + strconv.Itoa(int(cred.Pid)) + "/ns/user")
-	return err == nil && theirs == own
-}
-
-// peerCred is the SO_PEERCRED of a unix socket connection: the peer's
-// credentials when it connected (or, for a client, when the server
-// listened).
-func peerCred(c net.Conn) (*unix.Ucred, bool) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return nil, false
+	if err != nil || theirs != own {
+		return false
 	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return nil, false
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil || cerr != nil {
-		return nil, false
-	}
-	return cred, true
+	return pidfd < 0 || unix.PidfdSendSignal(pidfd, 0, nil, 0) == nil
 }

@@ -36,10 +36,20 @@ func (h *Hub) Listen(dir string) error {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	path := filepath.Join(dir, h.cfg.Info.ID+".sock")
-	if len(path) >= maxSockPath {
+	// Made under another name (which Sessions does not dial), then
+	// renamed into place: the socket is never seen half-made, bound but
+	// not yet listening, which a client would take for a dead one.
+	tmp := filepath.Join(dir, "."+h.cfg.Info.ID+".new")
+	if len(tmp) >= maxSockPath {
 		return fmt.Errorf("control socket: the path %s is too long for a unix socket; set TMPDIR to a shorter directory", path)
 	}
-	ln, err := listenPrivate(path)
+	ln, err := listenPrivate(tmp)
+	if err == nil {
+		if err = os.Rename(tmp, path); err != nil {
+			ln.Close()
+			removeSocket(tmp)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
@@ -62,6 +72,7 @@ var umaskMu sync.Mutex
 // listenPrivate listens on a unix socket at path created mode 0600: the
 // umask is set while it is bound, so that it is never open to others.
 func listenPrivate(path string) (net.Listener, error) {
+	removeSocket(path) // a leftover of a run killed while it listened
 	umaskMu.Lock()
 	old := syscall.Umask(0o177)
 	ln, err := net.Listen("unix", path)
@@ -90,13 +101,18 @@ func removeSocket(path string) {
 // existing one is a real directory of this user's closed to others, under
 // a parent that no one else may change.
 func ensurePrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
+	// The parent first: nothing is made in a directory others may change.
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", parent, err)
 	}
-	if err := ownDir(dir, 0o077); err != nil {
+	if err := ownDir(parent, 0o022); err != nil {
 		return err
 	}
-	return ownDir(filepath.Dir(dir), 0o022)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return ownDir(dir, 0o077)
 }
 
 // ownDir checks that dir is a directory (not a symlink) owned by this

@@ -33,11 +33,13 @@ func TestPlanAskRules(t *testing.T) {
 	}
 
 	cmd := &jail.Policy{ProjectRoot: "/home/u/proj", Command: jail.CommandConfig{Ask: []string{"git push"}}}
-	if _, err := Build(cmd, fakeFacts(nil, nil), []string{"true"}); execAsk || err == nil || !strings.Contains(err.Error(), "command.ask is not enforced at exec yet") {
+	was := execAsk
+	defer func() { execAsk = was }()
+	execAsk = false
+	if _, err := Build(cmd, fakeFacts(nil, nil), []string{"true"}); err == nil || !strings.Contains(err.Error(), "command.ask is not enforced at exec yet") {
 		t.Fatalf("command.ask without an exec supervisor that asks: got %v, want a refusal", err)
 	}
 	execAsk = true
-	defer func() { execAsk = false }()
 	p, err = Build(cmd, fakeFacts(nil, nil), []string{"true"})
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func Build(pol *jail.Policy, f *Facts, argv []string) (*Plan, error) {
 	b.readOnly()
 	b.pinGuarded()
 	b.maskDenied()
+	b.hideControl()
 	b.network()
 	b.assemble()
 	if err := b.commandRules(); err != nil {
@@ -672,9 +673,10 @@ func commandKeys(p *Plan) string {
 }
 
 // execAsk says whether the exec supervisor holds the execs command.ask
-// names; until it does, a policy with command.ask is refused rather than
-// run with its commands unasked.
-var execAsk = false
+// names (it does: each until the session's control hub has an answer);
+// were it not, a policy with command.ask would be refused rather than run
+// with its commands unasked.
+var execAsk = true
 
 // environment plans the agents' sandbox settings, the command's
 // environment and the secrets behind its placeholders.

@@ -23,11 +23,9 @@ type controlPlane struct {
 	srv atomic.Pointer[proxy.Server]
 }
 
-// startControl starts the Hub of a run that has a proxy of its own or a
-// supervisor (nil for any other). A control socket that cannot be made
-// leaves the run without live control, said on stderr: asked requests are
-// then denied at their deadline, as when no one answers.
-func startControl(plan *Plan, supervised bool, stderr io.Writer) *controlPlane {
+// startControl makes the Hub of a run that has a proxy of its own or a
+// supervisor (nil for any other); listen serves it.
+func startControl(plan *Plan, supervised bool) *controlPlane {
 	ownProxy := plan.Net != nil && plan.Net.External == ""
 	if !ownProxy && !supervised {
 		return nil
@@ -43,10 +41,32 @@ func startControl(plan *Plan, supervised bool, stderr io.Writer) *controlPlane {
 		timeout = control.DefaultTimeout
 	}
 	cp.hub = control.NewHub(control.HubConfig{Info: controlInfo(plan, timeout), Timeout: timeout, Rules: rules})
-	if err := cp.hub.Listen(control.Dir()); err != nil {
-		fmt.Fprintf(stderr, "jail: live control is off for this run: %s\n", jail.Escaped(err.Error()))
-	}
 	return cp
+}
+
+// listen serves the Hub on the session's control socket. A policy that
+// asks a person (command.ask, network rules that ask) needs it: without it
+// no one could answer, so the run is refused. Any other run goes on
+// without live control, said on stderr.
+func (cp *controlPlane) listen(plan *Plan, stderr io.Writer) error {
+	if cp == nil {
+		return nil
+	}
+	err := cp.hub.Listen(control.Dir())
+	switch {
+	case err == nil:
+		return nil
+	case asksPeople(plan):
+		return fmt.Errorf("%w (the policy asks before allowing, and no one could answer without it)", err)
+	}
+	fmt.Fprintf(stderr, "jail: live control is off for this run: %s\n", jail.Escaped(err.Error()))
+	return nil
+}
+
+// asksPeople reports whether the plan holds anything for a person's
+// answer.
+func asksPeople(plan *Plan) bool {
+	return len(plan.CommandAsk) > 0 || (plan.Net != nil && (plan.Net.Rules.Unknown == "ask" || len(plan.Net.Rules.Ask) > 0))
 }
 
 // close ends the session's live control: held requests are denied,
@@ -147,7 +167,7 @@ func controlInfo(plan *Plan, timeout time.Duration) control.Info {
 func policyOf(plan *Plan, timeout time.Duration) control.Policy {
 	p := control.Policy{CommandDeny: plan.CommandDeny, CommandAsk: plan.CommandAsk, AskTimeout: timeout.Seconds(), NoNetwork: plan.Net == nil}
 	if n := plan.Net; n != nil {
-		p.Unknown, p.Allow, p.Deny = n.Rules.Unknown, n.Rules.Allow, n.Rules.Deny
+		p.Unknown, p.Allow, p.Deny, p.Ask = n.Rules.Unknown, n.Rules.Allow, n.Rules.Deny, n.Rules.Ask
 		if p.Unknown == "" {
 			p.Unknown = "deny"
 		}

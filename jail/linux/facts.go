@@ -71,7 +71,7 @@ func Gather(pol *jail.Policy, home, cwd string) (*Facts, error) {
 	f.StateDir = jail.StateDir(home, os.Getenv)
 	f.SessionDir = filepath.Join(runtimeDir(), f.Session)
 	paths, patterns := jail.Interest(pol, home)
-	paths = append(paths, f.CADir, f.StateDir)
+	paths = append(paths, f.CADir, f.StateDir, filepath.Dir(f.SessionDir))
 	f.HooksPaths = jail.HooksPaths(pol.ProjectRoot, home)
 	if f.AgentPrograms, err = jail.ReferencedPrograms(home, jail.ShownRoots(pol, home)); err != nil {
 		return nil, err

@@ -176,6 +176,13 @@ func StartProxy(plan *Plan) (*Proxy, error) {
 		return nil, err
 	}
 	tokens, _ := signInEndpoints(plan)
+	// The remote jail's connections are decided here: so is their live
+	// control.
+	ns.ctl = startControl(plan, false)
+	if err := ns.ctl.listen(plan, os.Stderr); err != nil {
+		ns.close()
+		return nil, err
+	}
 	if err := ns.serve(n, plan.Session, secrets, tokens); err != nil {
 		ns.close()
 		return nil, err
@@ -193,6 +200,7 @@ func (ns *netSession) close() string {
 	if ns == nil {
 		return ""
 	}
+	ns.ctl.close() // held requests answered before the proxy stops
 	for _, l := range ns.listeners {
 		l.Close()
 	}

@@ -64,7 +64,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	// Live control: jail ps, allow, deny and the answers to what is
 	// asked reach the run through its Hub (the tracer's events too, so
 	// it is aimed before the tracer starts).
-	ctl := startControl(plan, len(plan.CommandDeny)+len(plan.CommandAsk) > 0 || obs != nil, stderr)
+	ctl := startControl(plan, len(plan.CommandDeny)+len(plan.CommandAsk) > 0 || obs != nil)
 	defer ctl.close()
 	ctl.watchActivity(obs)
 	if obs != nil {
@@ -154,6 +154,11 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		ns.ctl = ctl
 		spec.Relays, spec.Capture, spec.WaitProxy = plan.Net.Relays, plan.Net.Capture, true
 	}
+	// Where the proxy's directories were found sound.
+	if err := ctl.listen(plan, stderr); err != nil {
+		ns.close()
+		return 125, &jail.ExitError{Code: 125, Err: err}
+	}
 	// A jail run from another machine lives only as long as the link to
 	// it.
 	var linkLost <-chan struct{}
@@ -204,7 +209,7 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 	var sup *supervisor
 	var notifyHost *os.File
 	var closeAfterFork []*os.File
-	if len(plan.CommandDeny) > 0 || spec.Trace {
+	if len(plan.CommandDeny) > 0 || len(plan.CommandAsk) > 0 || spec.Trace {
 		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return 125, &jail.ExitError{Code: 125, Err: fmt.Errorf("creating the supervisor socket: %w", err)}
@@ -216,11 +221,14 @@ func RunObserved(plan *Plan, stderr io.Writer, obs *Observer) (int, error) {
 		files = append(files, notifyJail.Fd())
 		closeAfterFork = append(closeAfterFork, notifyJail)
 		var log *proxy.Log
-		if len(plan.CommandDeny) > 0 {
+		if len(plan.CommandDeny) > 0 || len(plan.CommandAsk) > 0 {
 			log = proxy.OpenLogOrWarn(plan.StateDir, stderr) // a log that cannot be written is reported
 			defer log.Close()
 		}
 		sup = newSupervisor(plan.CommandDeny, plan.CommandAllow, plan.Session, log)
+		// sup.ask, the session's control hub, answers them; without one
+		// an asked exec is refused.
+		sup.setAsk(plan.CommandAsk, plan.AskTimeout)
 		ctl.superviseHooks(sup)
 		if spec.Trace {
 			sup.trace = obs.add

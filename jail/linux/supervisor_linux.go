@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,8 +54,13 @@ type supervisor struct {
 	log         *proxy.Log
 	trace       func(learn.Event) // must not block: the call waits meanwhile
 	// ask holds an exec that command.ask names until a person answers;
-	// nil denies it.
-	ask func(ctx context.Context, r control.Request) control.Answer
+	// nil denies it. It is called from a goroutine of its own per held
+	// exec, while run goes on answering the others.
+	ask        func(ctx context.Context, r control.Request) control.Answer
+	asks       []jail.CommandRule
+	askTimeout time.Duration // a backstop past the asker's own timeout
+	held       sync.WaitGroup
+	ctx        context.Context // done when run returns
 	// record sees each refused exec's entry (the live control's counts
 	// and stream); it must not block. nil records nothing.
 	record func(proxy.Entry)
@@ -74,6 +80,10 @@ type supervisor struct {
 	mu     sync.Mutex
 	denied []string
 	last   string // pid and argv of the last denial
+	// The last held exec refused, and when: a shell tries the next PATH
+	// directory at once, which is the same command, not a new question.
+	lastAsked   string
+	lastAskedAt time.Time
 }
 
 // newSupervisor makes the supervisor of the command rules (and the tracer,
@@ -86,17 +96,29 @@ func newSupervisor(deny, allow []string, session string, log *proxy.Log) *superv
 // programs): on the jail's PATH (the jail sees the host's system
 // directories as they are) and in the project (seen at the same path).
 func (s *supervisor) findPrograms(pathEnv, project string) {
-	s.progs.find(s.deny, pathEnv, project)
+	s.progs.find(slices.Concat(s.deny, s.asks), pathEnv, project)
+}
+
+// setAsk makes the supervisor hold the execs the command.ask rules name
+// until s.ask answers (at most timeout plus a grace).
+func (s *supervisor) setAsk(rules []string, timeout time.Duration) {
+	s.asks, s.askTimeout = jail.ParseCommandRules(rules), timeout
 }
 
 // run answers notifications until the listener fails (the jail is gone).
 func (s *supervisor) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.ctx = ctx
 	defer unix.Close(s.fd)
 	defer func() {
 		if s.rootFD >= 0 {
 			unix.Close(s.rootFD)
 		}
 	}()
+	// The held execs are answered (denied: their askers see ctx done)
+	// before the listener and the root are closed.
+	defer s.held.Wait()
+	defer cancel()
 	// The call waits for the answer: where the kernel can (Linux >= 6.6),
 	// hand the CPU straight over between the jail and the supervisor.
 	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), uintptr(unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS), unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
@@ -124,12 +146,22 @@ func (s *supervisor) run() {
 		report := false
 		switch o := opOf(n.Nr); o {
 		case opExecve, opExecveat:
-			if len(s.deny) == 0 {
+			if len(s.deny) == 0 && len(s.asks) == 0 {
 				// Nothing to refuse: the kernel runs it or fails it.
 				report = s.trace != nil && s.traceExec(&n, o, &t)
 				break
 			}
-			inJail, errno := s.decide(&n, o)
+			inJail, errno, h := s.decide(&n, o)
+			if h != nil && !s.refusedJustNow(h) {
+				// Answered once a person has: not from here, where
+				// every other call of the jail waits its turn.
+				s.held.Add(1)
+				go s.answerHeld(h)
+				continue
+			}
+			if h != nil {
+				resp.Flags, resp.Error = 0, -int32(unix.EPERM)
+			}
 			if errno != 0 {
 				resp.Flags, resp.Error = 0, -int32(errno)
 			}
@@ -158,50 +190,75 @@ func (s *supervisor) run() {
 // program is the file being run, whatever it is called (see programs); a
 // script is also the command its "#!" line makes of it, which the kernel
 // runs without another exec call.
-func (s *supervisor) decide(n *seccompNotif, o op) (string, unix.Errno) {
+//
+// An exec that command.ask names (and command.deny does not, at any
+// interpreter of the chain) is returned as held, unanswered.
+func (s *supervisor) decide(n *seccompNotif, o op) (string, unix.Errno, *heldExec) {
 	pid := int(n.Pid)
 	s.mem.pid = pid
 	defer s.mem.release()
-	c, ok := s.readExec(&s.mem, n, o)
+	c, ok := s.readExec(&s.mem, n, o, &s.strBuf)
 	if !ok || !s.valid(n.ID) {
-		return "", unix.EPERM
+		return "", unix.EPERM, nil
 	}
 	inJail := c.inJail(s, pid)
 	if inJail == "" {
-		return "", unix.ENOENT
+		return "", unix.ENOENT, nil
 	}
 	// A file that is not there fails with ENOENT from here, not from the
 	// kernel: answering "continue" would let a file created meanwhile run
 	// unchecked. (Shells try every PATH directory in turn.)
 	f, errno := s.fileOf(pid, c.dirfd, c.path, c.emptyPath)
 	if errno != 0 {
-		return inJail, errno
+		return inJail, errno, nil
 	}
+	var asked *jail.CommandRule
 	argv, name, filename := c.argv, inJail, c.filename()
 	for depth := 0; ; depth++ {
 		norm := commandOf(f.program, name, argv)
 		if denied, rule := jail.MatchCommand(norm, s.deny, s.allow); denied {
 			s.refuse(pid, argv, norm, rule, inJail)
-			return inJail, unix.EPERM
+			return inJail, unix.EPERM, nil
 		}
-		if script := s.scriptCommand(pid, norm); script != nil {
+		script := s.scriptCommand(pid, norm)
+		if script != nil {
 			if denied, rule := jail.MatchCommand(script, s.deny, s.allow); denied {
 				s.refuse(pid, argv, script, rule, inJail)
-				return inJail, unix.EPERM
+				return inJail, unix.EPERM, nil
 			}
 		}
+		if asked == nil {
+			asked = s.askRule(norm, script)
+		}
 		if f.interp == "" {
-			return inJail, 0
+			if asked != nil {
+				return inJail, 0, s.holdExec(n, o, c, inJail, *asked)
+			}
+			return inJail, 0, nil
 		}
 		if depth == maxInterpreters {
-			return inJail, unix.ELOOP
+			return inJail, unix.ELOOP, nil
 		}
 		argv = interpreterArgv(f, filename, argv)
 		name, filename = f.interp, f.interp
 		if f, errno = s.fileOf(pid, unix.AT_FDCWD, f.interp, false); errno != 0 {
-			return inJail, errno // a missing interpreter fails the exec
+			return inJail, errno, nil // a missing interpreter fails the exec
 		}
 	}
+}
+
+// askRule is the command.ask rule that holds a command (or the script
+// command it runs), nil when none does.
+func (s *supervisor) askRule(norm, script []string) *jail.CommandRule {
+	for _, cmd := range [][]string{norm, script} {
+		if cmd == nil {
+			continue
+		}
+		if asked, rule := jail.MatchAsk(cmd, s.asks, s.allow); asked {
+			return &rule
+		}
+	}
+	return nil
 }
 
 // scriptInterpreters run a file named among their arguments (`sh
@@ -354,15 +411,15 @@ type execCall struct {
 }
 
 // readExec reads an exec's path and argv from the caller's memory.
-func (s *supervisor) readExec(mem io.ReaderAt, n *seccompNotif, o op) (execCall, bool) {
+func (s *supervisor) readExec(mem io.ReaderAt, n *seccompNotif, o op, strBuf *[]byte) (execCall, bool) {
 	c := execCall{dirfd: unix.AT_FDCWD}
 	pathPtr, argvPtr := n.Args[0], n.Args[1]
 	if o == opExecveat {
 		c.dirfd, pathPtr, argvPtr = int32(uint32(n.Args[0])), n.Args[1], n.Args[2]
 		c.emptyPath = n.Args[4]&unix.AT_EMPTY_PATH != 0
 	}
-	b, err := appendCString(s.strBuf[:0], mem, pathPtr, 4096)
-	s.strBuf = b[:0]
+	b, err := appendCString((*strBuf)[:0], mem, pathPtr, 4096)
+	*strBuf = b[:0]
 	if err != nil {
 		return c, false
 	}
@@ -429,6 +486,11 @@ func (s *supervisor) fileOf(pid int, dirfd int32, path string, emptyPath bool) (
 // /proc/self/exe and /proc/self/fd/N (and /dev/fd/N) are its files as the
 // host's /proc shows them; other magic links are not followed.
 func (s *supervisor) openExec(pid int, dirfd int32, path string, emptyPath bool) (int, unix.Errno) {
+	return s.openExecWith(pid, dirfd, path, emptyPath, s.procLink)
+}
+
+// openExecWith is openExec reading the caller's directories with link.
+func (s *supervisor) openExecWith(pid int, dirfd int32, path string, emptyPath bool, link func(int, int32) string) (int, unix.Errno) {
 	proc := "/proc/" + strconv.Itoa(pid) + "/"
 	open := func(p string) (int, unix.Errno) {
 		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -444,7 +506,7 @@ func (s *supervisor) openExec(pid int, dirfd int32, path string, emptyPath bool)
 		return open(proc + own)
 	}
 	if !strings.HasPrefix(path, "/") {
-		base := s.procLink(pid, dirfd)
+		base := link(pid, dirfd)
 		if !strings.HasPrefix(base, "/") {
 			return -1, unix.ENOENT
 		}
