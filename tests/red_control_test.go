@@ -1,6 +1,7 @@
 package tests
 
 import (
+	gocontext "context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -9,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // The live control plane is attacked here: its sockets from inside a jail,
@@ -943,4 +947,76 @@ func TestRedControlPlantedDir(t *testing.T) {
 func fileThere(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// redHostileArgs are arguments a held git push carries to mislead the
+// person asked: a terminal title escape, HTML, and a line that fakes the
+// directory the command runs in.
+var redHostileArgs = []string{"\x1b]0;x\x07", "<img src=x onerror=\"document.title='pwned'\">", "main\n  in /srv/elsewhere"}
+
+// TestRedControlMisleadingCommand holds a git push whose argv holds
+// terminal escapes, HTML and a fake directory line: jail pending prints it
+// escaped (no raw control byte on stdout, each argument told apart), and
+// the dashboard in a real browser renders it as text, without an img
+// element and with the real directory the only one shown.
+func TestRedControlMisleadingCommand(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		redRuntimeDir(t, s)
+		setupPushRig(t, s)
+		d := startDashboard(t, s)
+		ctx := browser(t)
+		if err := within(ctx, 20*time.Second, chromedp.Navigate(d.URL), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
+			t.Fatalf("the dashboard never went live: %v", err)
+		}
+		script := `echo session=$JAIL_SESSION; git push "$(printf '\033]0;x\007')" '` + strings.ReplaceAll(redHostileArgs[1], "'", `'\''`) + `' 'main
+  in /srv/elsewhere'; echo "##push=$?"`
+		r := startAsked(t, s, commandAskConfig(60), script)
+		p := waitPending(t, s, r, "push")
+		if want := append([]string{"git", "push"}, redHostileArgs...); !slices.Equal(p.Argv, want) {
+			t.Errorf("held %q, want %q", p.Argv, want)
+		}
+		out := s.Jail("pending")
+		if strings.ContainsAny(out.Stdout, "\x1b\x07") {
+			t.Errorf("jail pending printed a raw control byte:\n%q", out.Stdout)
+		}
+		if strings.Contains(out.Stdout, "\n  in /srv/elsewhere") {
+			t.Errorf("jail pending printed the argument's fake directory line as a line of its own:\n%s", out.Stdout)
+		}
+		redDashRendersText(t, ctx, p.ID, s.Project)
+		if res := s.Jail("reject", p.ID); res.Code != 0 {
+			t.Fatalf("jail reject %s:\n%s", p.ID, res)
+		}
+		r.wait(t, 20*time.Second)
+	})
+}
+
+// redDashRendersText checks the held command's row in the page: text, no
+// img, no title change, and the real directory the only "in" line.
+func redDashRendersText(t *testing.T, ctx gocontext.Context, id, cwd string) {
+	t.Helper()
+	row := `#pending tr.pending[data-id="` + id + `"]`
+	if err := within(ctx, 30*time.Second, chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
+		t.Fatalf("the held command never appeared in the page: %v", err)
+	}
+	what, err := value(ctx, 10*time.Second, chromedp.Evaluate[string](`document.querySelector('`+row+` td.what').innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := value(ctx, 10*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("img").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	title, err := value(ctx, 10*time.Second, chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imgs != 0 || title == "pwned" || !strings.Contains(what, "<img src=x") {
+		t.Errorf("the held argv was rendered as HTML: %d img, title %q, text %q", imgs, title, what)
+	}
+	if strings.ContainsAny(what, "\x1b\x07") {
+		t.Errorf("the page shows the argv's control characters raw, unseen: %q", what)
+	}
+	if strings.Contains(what, "in /srv/elsewhere") && !strings.Contains(what, `\n  in /srv/elsewhere`) {
+		t.Errorf("the page shows the argument's fake directory line as the command's directory (the real one is %s):\n%s", cwd, what)
+	}
 }

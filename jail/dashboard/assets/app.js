@@ -15,6 +15,22 @@ function el(tag, cls, text) {
   return e;
 }
 
+// unseen matches what a person cannot see or would misread in a
+// command: control characters, line and paragraph separators, and the
+// marks that reorder text.
+const unseen = /[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g;
+
+// shownArg is one argument of a held command as people read it: quoted,
+// with what cannot be seen escaped, when it is empty or holds a space, a
+// quote or a character a shell gives a meaning, so that the arguments
+// stay apart and none fakes a line of its own (as jail pending does).
+function shownArg(a) {
+  a = String(a);
+  unseen.lastIndex = 0;
+  if (a !== "" && !/[\s'"\\$`;&|<>()*?[\]{}#~]/.test(a) && !unseen.test(a)) return a;
+  return JSON.stringify(a).replace(unseen, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+}
+
 function row(cells) {
   const tr = document.createElement("tr");
   for (const c of cells) tr.appendChild(c instanceof Node ? c : el("td", "", c));
@@ -79,7 +95,7 @@ function renderHeld(r) {
   const body = document.querySelector("#pending tbody");
   if (body.querySelector('tr[data-id="' + CSS.escape(r.id) + '"]')) return false;
   const what = r.kind === "command"
-    ? (r.argv || []).join(" ") + "\n  in " + (r.cwd || "")
+    ? (r.argv || []).map(shownArg).join(" ") + "\n  in " + shownArg(r.cwd || "")
     : (r.scheme ? r.scheme + "://" : "") + r.host + (r.port ? ":" + r.port : "");
   const scopes = r.kind === "command" ? ["once", "session"] : ["once", "session", "project", "user"];
   const td = el("td", "answer");
