@@ -1020,3 +1020,92 @@ func redDashRendersText(t *testing.T, ctx gocontext.Context, id, cwd string) {
 		t.Errorf("the page shows the argument's fake directory line as the command's directory (the real one is %s):\n%s", cwd, what)
 	}
 }
+
+// redFlipPy forks rounds of a git push whose argv buffers a second thread
+// keeps flipping between "-q origin main" and "-q origin HEAD:x" while
+// the exec is held and after it is let go, so that what was shown and
+// checked may not be what the kernel reads.
+const redFlipPy = `import ctypes, os, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+for i in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        bufs = [ctypes.create_string_buffer(8) for _ in range(3)]
+        for b, v in zip(bufs, [b"-q", b"origin", b"main"]):
+            ctypes.memmove(b, v + b"\0", len(v) + 1)
+        git, push = ctypes.create_string_buffer(b"git"), ctypes.create_string_buffer(b"push")
+        argv = (ctypes.c_char_p * 6)(ctypes.addressof(git), ctypes.addressof(push), *[ctypes.addressof(b) for b in bufs], None)
+        a2, mm = ctypes.addressof(bufs[2]), ctypes.memmove
+        spin = range((0, 3, 30, 300)[i % 4])  # rounds try flip periods from about 1 to 100 us
+        def flip():
+            while True:
+                mm(a2, b"HEAD:x\0", 7)
+                for _ in spin:
+                    pass
+                mm(a2, b"main\0", 5)
+                for _ in spin:
+                    pass
+        threading.Thread(target=flip, daemon=True).start()
+        time.sleep(0.01)
+        libc.execv(b"/usr/bin/git", argv)
+        os._exit(100 + ctypes.get_errno())
+    _, st = os.waitpid(pid, 0)
+    print("##round%d=%d" % (i, os.waitstatus_to_exitcode(st)), flush=True)
+`
+
+// TestRedControlFlippingArgv attacks the check that an approved exec is
+// the one shown: a second thread keeps flipping the argv of a held git
+// push between a plain push of main and a push that makes ref x. The
+// person approves only the plain push when it is what is shown, and
+// rejects anything else; the bare remote never gets ref x.
+func TestRedControlFlippingArgv(t *testing.T) {
+	const rounds = 24
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		redRuntimeDir(t, s)
+		g := setupPushRig(t, s)
+		s.WriteFile(s.Project+"/.red/flip.py", redFlipPy, 0o644)
+		r := startAsked(t, s, commandAskConfig(60), "echo session=$JAIL_SESSION; python3 .red/flip.py "+fmt.Sprint(rounds))
+		seen := map[string]bool{}
+		approved := 0
+		for i := 0; i < rounds; i++ {
+			p := redNextCommand(t, s, r, seen)
+			verb := "reject"
+			if slices.Equal(p.Argv, []string{"git", "push", "-q", "origin", "main"}) {
+				verb = "approve"
+				approved++
+			}
+			if res := s.Jail(verb, p.ID); res.Code != 0 {
+				t.Logf("jail %s %s: %s", verb, p.ID, res.Stderr)
+			}
+		}
+		res := r.wait(t, 60*time.Second)
+		t.Logf("%d of %d rounds shown as the plain push and approved:\n%s", approved, rounds, res.Stdout)
+		if refs := s.Host("git", "-C", g.Remote, "for-each-ref", "--format=%(refname)"); strings.Contains(refs, "refs/heads/x") {
+			t.Errorf("the remote got ref x, a push no one was shown: an approved exec ran with the argv another thread wrote after the supervisor read it again, since letting a held exec go on lets the kernel read the caller's memory once more; remote refs:\n%s", refs)
+		}
+		if head := g.Head(); head != g.Base && head != g.Local {
+			t.Errorf("the remote's main is %s, neither where it was nor the local commit", head)
+		}
+	})
+}
+
+// redNextCommand waits for a held command request not seen before.
+func redNextCommand(t *testing.T, s *Sandbox, r *askedRun, seen map[string]bool) pendingRequest {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-r.done:
+			t.Fatalf("the jailed command ended early:\n%s%s", r.out.String(), r.err.String())
+		default:
+		}
+		for _, l := range lines(s.Jail("pending", "--json").Stdout) {
+			var p pendingRequest
+			if json.Unmarshal([]byte(l), &p) == nil && p.Kind == "command" && !seen[p.ID] {
+				seen[p.ID] = true
+				return p
+			}
+		}
+	}
+	t.Fatal("no new held exec appeared in jail pending")
+	return pendingRequest{}
+}
