@@ -941,6 +941,9 @@ func TestRedControlPlantedDir(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Dir(fake)); len(ents) != 1 {
 		t.Errorf("root's run put a socket in the directory another user made: %v\n%s", ents, r)
 	}
+	if r.Code != 0 && (r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || strings.Contains(r.Stdout, "ran")) {
+		t.Errorf("root's run beside a planted control directory neither ran nor failed closed with one line:\n%s", r)
+	}
 	t.Logf("root's run beside a planted control directory: %s", r)
 }
 
