@@ -955,7 +955,7 @@ func fileThere(path string) bool {
 // redHostileArgs are arguments a held git push carries to mislead the
 // person asked: a terminal title escape, HTML, and a line that fakes the
 // directory the command runs in.
-var redHostileArgs = []string{"\x1b]0;x\x07", "<img src=x onerror=\"document.title='pwned'\">", "main\n  in /srv/elsewhere"}
+var redHostileArgs = []string{"\x1b]0;x\x07\u202egnp.exe", "<img src=x onerror=\"document.title='pwned'\">", "main\n  in /srv/elsewhere"}
 
 // TestRedControlMisleadingCommand holds a git push whose argv holds
 // terminal escapes, HTML and a fake directory line: jail pending prints it
@@ -971,7 +971,7 @@ func TestRedControlMisleadingCommand(t *testing.T) {
 		if err := within(ctx, 20*time.Second, chromedp.Navigate(d.URL), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
 			t.Fatalf("the dashboard never went live: %v", err)
 		}
-		script := `echo session=$JAIL_SESSION; git push "$(printf '\033]0;x\007')" '` + strings.ReplaceAll(redHostileArgs[1], "'", `'\''`) + `' 'main
+		script := `echo session=$JAIL_SESSION; git push "$(printf '\033]0;x\007\342\200\256gnp.exe')" '` + strings.ReplaceAll(redHostileArgs[1], "'", `'\''`) + `' 'main
   in /srv/elsewhere'; echo "##push=$?"`
 		r := startAsked(t, s, commandAskConfig(60), script)
 		p := waitPending(t, s, r, "push")
@@ -979,7 +979,7 @@ func TestRedControlMisleadingCommand(t *testing.T) {
 			t.Errorf("held %q, want %q", p.Argv, want)
 		}
 		out := s.Jail("pending")
-		if strings.ContainsAny(out.Stdout, "\x1b\x07") {
+		if strings.ContainsAny(out.Stdout, "\x1b\x07\u202e") {
 			t.Errorf("jail pending printed a raw control byte:\n%q", out.Stdout)
 		}
 		if strings.Contains(out.Stdout, "\n  in /srv/elsewhere") {
@@ -1016,7 +1016,7 @@ func redDashRendersText(t *testing.T, ctx gocontext.Context, id, cwd string) {
 	if imgs != 0 || title == "pwned" || !strings.Contains(what, "<img src=x") {
 		t.Errorf("the held argv was rendered as HTML: %d img, title %q, text %q", imgs, title, what)
 	}
-	if strings.ContainsAny(what, "\x1b\x07") {
+	if strings.ContainsAny(what, "\x1b\x07\u202e") {
 		t.Errorf("the page shows the argv's control characters raw, unseen: %q", what)
 	}
 	if strings.Contains(what, "in /srv/elsewhere") && !strings.Contains(what, `\n  in /srv/elsewhere`) {

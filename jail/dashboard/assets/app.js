@@ -16,9 +16,10 @@ function el(tag, cls, text) {
 }
 
 // unseen matches what a person cannot see or would misread in a
-// command: control characters, line and paragraph separators, and the
-// marks that reorder text.
-const unseen = /[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g;
+// command, as jail pending escapes it: every control, format, private or
+// unassigned character and every space but the ASCII one (line and
+// paragraph separators, the marks that reorder text).
+const unseen = /(?! )[\p{C}\p{Z}]/gu;
 
 // shownArg is one argument of a held command as people read it: quoted,
 // with what cannot be seen escaped, when it is empty or holds a space, a
@@ -28,7 +29,10 @@ function shownArg(a) {
   a = String(a);
   unseen.lastIndex = 0;
   if (a !== "" && !/[\s'"\\$`;&|<>()*?[\]{}#~]/.test(a) && !unseen.test(a)) return a;
-  return JSON.stringify(a).replace(unseen, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  return JSON.stringify(a).replace(unseen, (c) => {
+    const n = c.codePointAt(0);
+    return n > 0xffff ? "\\U" + n.toString(16).padStart(8, "0") : "\\u" + n.toString(16).padStart(4, "0");
+  });
 }
 
 function row(cells) {
