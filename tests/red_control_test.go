@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1111,4 +1112,82 @@ func redNextCommand(t *testing.T, s *Sandbox, r *askedRun, seen map[string]bool)
 	}
 	t.Fatal("no new held exec appeared in jail pending")
 	return pendingRequest{}
+}
+
+// redSnoopPy prints every process's command line that holds a dashboard
+// token, and reads what any argument names when it can, as a local user
+// who watches /proc would.
+const redSnoopPy = `import glob, sys
+for p in glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        args = open(p, "rb").read().split(b"\0")
+    except OSError:
+        continue
+    for a in args:
+        if b"token=" in a:
+            print("@@leak\tcmdline\t%s" % a.decode(errors="replace"))
+        if a.startswith(b"/") and a.endswith(b".html"):
+            try:
+                body = open(a, "rb").read()
+                if b"token=" in body:
+                    print("@@leak\tfile\t%s" % a.decode(errors="replace"))
+            except OSError:
+                pass
+`
+
+// TestRedControlDashboardOpen attacks jail dashboard --open from another
+// local user: the URL's token must not be on the command line of the
+// opener (or of a browser it starts), which every user may read in /proc,
+// and what the opener gets must not show it to them either; the page it
+// gets still opens the dashboard in a real browser.
+func TestRedControlDashboardOpen(t *testing.T) {
+	rs := runners(t)
+	if len(rs) < 2 {
+		t.Skip("the tests run unprivileged: there is no second user to snoop with (run them as root, as make test does)")
+	}
+	victim, snoop := NewSandbox(t, rs[0]), NewSandbox(t, rs[1])
+	redRuntimeDir(t, victim)
+	bin, got := victim.Base+"/bin", victim.Base+"/opened"
+	// The opener stays up, as a browser started with the page would.
+	victim.WriteFile(bin+"/xdg-open", "#!/bin/sh\nsleep 60 & echo $$ $! > "+got+".pid\nprintf %s \"$1\" > "+got+"\nwait\n", 0o755)
+	cmd := exec.Command(jailBin, "dashboard", "--port", "0", "--open")
+	cmd.Dir = victim.Project
+	victim.as(cmd)
+	for i, e := range cmd.Env {
+		if strings.HasPrefix(e, "PATH=") {
+			cmd.Env[i] = "PATH=" + bin + ":" + e[len("PATH="):]
+		}
+	}
+	d := runDashboard(t, cmd)
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(got + ".pid")
+		for _, f := range strings.Fields(string(b)) {
+			var pid int
+			if fmt.Sscan(f, &pid); pid > 1 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	for i := 0; i < 100 && !fileThere(got); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatalf("jail dashboard --open never ran the opener: %v", err)
+	}
+	snoop.WriteFile(snoop.Project+"/.red/snoop.py", redSnoopPy, 0o644)
+	if out := snoop.Host("/usr/bin/python3", snoop.Project+"/.red/snoop.py"); strings.Contains(out, "@@leak") {
+		t.Errorf("another local user finds the dashboard's token (the opener got %q):\n%s", b, out)
+	}
+	page := string(b)
+	fi, err := os.Stat(page)
+	if err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("the opener got %q, want a page only the user may read (%v, %v)", page, fi, err)
+	}
+	ctx := browser(t)
+	if err := within(ctx, 20*time.Second, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
+		loc, _ := value(ctx, 5*time.Second, chromedp.Location())
+		text, _ := value(ctx, 5*time.Second, chromedp.Text(chromedp.CSS("body")))
+		t.Fatalf("the page the opener got never opened the dashboard %s: %v; the browser is at %s showing %q", d.Base, err, loc, text)
+	}
 }
