@@ -153,6 +153,28 @@ func redPendingIDs(t *testing.T, s *Sandbox) []string {
 	return out
 }
 
+// redPendingOf waits for the held request for host of the session whose
+// id the jailed script wrote into file: the temporary directory's control
+// sockets may be other runs' too.
+func redPendingOf(t *testing.T, s *Sandbox, file, host string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	session := strings.TrimSpace(string(b))
+	if err != nil || len(session) < 6 {
+		t.Fatalf("the jailed script wrote no session id into %s: %q %v", file, b, err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, l := range lines(s.Jail("pending", "--json").Stdout) {
+			var p struct{ ID, Host, Session string }
+			if json.Unmarshal([]byte(l), &p) == nil && p.Host == host && p.Session == session {
+				return p.ID
+			}
+		}
+	}
+	t.Fatalf("session %s held no request for %s", session, host)
+	return ""
+}
+
 // redStillPending fails unless id is still held.
 func redStillPending(t *testing.T, s *Sandbox, id string) {
 	t.Helper()
@@ -197,6 +219,7 @@ var redLongProbe = strings.Replace(probeSh, "--max-time 15", "--max-time 120", 1
 func redSocketScript(runtime, tmpCtl string) string {
 	return redLongProbe + fmt.Sprintf(`
 echo session=$JAIL_SESSION
+echo $JAIL_SESSION > .red/session
 probe held https://unknown.test/held &
 sleep 2
 id=$(printf %%s "$JAIL_SESSION" | cut -c1-6)-1
@@ -269,8 +292,10 @@ func TestRedControlSocketFromInside(t *testing.T) {
 // redSocketAttack runs redSocketScript with args and checks the host side.
 func redSocketAttack(t *testing.T, s *Sandbox, up *upstream, runtime, tmpCtl string, args []string) {
 	os.Remove(s.Project + "/.red/done")
+	os.Remove(s.Project + "/.red/session")
 	wait := startJail(t, s, append(args, "--", "sh", "-c", redSocketScript(runtime, tmpCtl))...)
-	id := pendingFor(t, s, "unknown.test")
+	redWaitFile(t, s.Project+"/.red/session", 30*time.Second)
+	id := redPendingOf(t, s, s.Project+"/.red/session", "unknown.test")
 	redWaitFile(t, s.Project+"/.red/done", 90*time.Second)
 	redStillPending(t, s, id)
 	redNoAdded(t, s, id)
