@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"os"
 	"os/exec"
@@ -39,7 +40,10 @@ func dashboardCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, srv.URL())
 	if *open {
-		openBrowser(srv.URL(), stderr)
+		page, err := openBrowser(srv.URL(), stderr)
+		if err == nil {
+			defer os.Remove(page)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -50,16 +54,45 @@ func dashboardCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openBrowser hands url to the desktop's opener, without waiting for it.
-func openBrowser(url string, stderr io.Writer) {
+// openBrowser hands the desktop's opener a page of the user's own (mode
+// 0600) that sends the browser on to url, without waiting for it: the
+// token in url never appears on a command line, which every local user
+// may read. It returns the page's path, removed by the caller.
+func openBrowser(url string, stderr io.Writer) (string, error) {
 	name := "xdg-open"
 	if runtime.GOOS == "darwin" {
 		name = "open"
 	}
-	cmd := exec.Command(name, url)
+	page, err := redirectPage(url)
+	if err != nil {
+		fmt.Fprintf(stderr, "jail: dashboard: cannot write the page to open: %v; open the URL above yourself\n", err)
+		return "", err
+	}
+	cmd := exec.Command(name, page)
 	if err := cmd.Start(); err != nil {
+		os.Remove(page)
 		fmt.Fprintf(stderr, "jail: dashboard: cannot run %s: %v; open the URL above yourself\n", name, err)
-		return
+		return "", err
 	}
 	go cmd.Wait()
+	return page, nil
+}
+
+// redirectPage writes a page that sends the browser on to url into a new
+// file only this user may read, and returns its path.
+func redirectPage(url string) (string, error) {
+	f, err := os.CreateTemp("", "jail-dashboard-*.html")
+	if err != nil {
+		return "", err
+	}
+	u := html.EscapeString(url)
+	_, err = fmt.Fprintf(f, "<!DOCTYPE html>\n<meta charset=\"utf-8\">\n<meta http-equiv=\"refresh\" content=\"0;url=%s\">\n<title>jail dashboard</title>\n<a href=\"%s\">jail dashboard</a>\n", u, u)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }

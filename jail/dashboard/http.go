@@ -93,8 +93,23 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.cookie, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	// A page that moves on to / itself rather than a redirect: the
+	// navigation it starts comes from the dashboard's own origin, so the
+	// SameSite=Strict cookie goes with it even when the URL was opened
+	// from another site or from a local file, as jail dashboard --open
+	// does; a redirect would carry on the first navigation's site.
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprint(w, exchangePage)
 }
+
+// exchangePage replaces the token's address with / once the cookie is
+// set.
+const exchangePage = `<!DOCTYPE html>
+<meta charset="utf-8">
+<meta http-equiv="refresh" content="0;url=/">
+<title>jail dashboard</title>
+<a href="/">jail dashboard</a>
+`
 
 // cookieOK: the request carries the session cookie.
 func (s *Server) cookieOK(r *http.Request) bool {

@@ -15,6 +15,26 @@ function el(tag, cls, text) {
   return e;
 }
 
+// unseen matches what a person cannot see or would misread in a
+// command, as jail pending escapes it: every control, format, private or
+// unassigned character and every space but the ASCII one (line and
+// paragraph separators, the marks that reorder text).
+const unseen = /(?! )[\p{C}\p{Z}]/gu;
+
+// shownArg is one argument of a held command as people read it: quoted,
+// with what cannot be seen escaped, when it is empty or holds a space, a
+// quote or a character a shell gives a meaning, so that the arguments
+// stay apart and none fakes a line of its own (as jail pending does).
+function shownArg(a) {
+  a = String(a);
+  unseen.lastIndex = 0;
+  if (a !== "" && !/[\s'"\\$`;&|<>()*?[\]{}#~]/.test(a) && !unseen.test(a)) return a;
+  return JSON.stringify(a).replace(unseen, (c) => {
+    const n = c.codePointAt(0);
+    return n > 0xffff ? "\\U" + n.toString(16).padStart(8, "0") : "\\u" + n.toString(16).padStart(4, "0");
+  });
+}
+
 function row(cells) {
   const tr = document.createElement("tr");
   for (const c of cells) tr.appendChild(c instanceof Node ? c : el("td", "", c));
@@ -79,7 +99,7 @@ function renderHeld(r) {
   const body = document.querySelector("#pending tbody");
   if (body.querySelector('tr[data-id="' + CSS.escape(r.id) + '"]')) return false;
   const what = r.kind === "command"
-    ? (r.argv || []).join(" ") + "\n  in " + (r.cwd || "")
+    ? (r.argv || []).map(shownArg).join(" ") + "\n  in " + shownArg(r.cwd || "")
     : (r.scheme ? r.scheme + "://" : "") + r.host + (r.port ? ":" + r.port : "");
   const scopes = r.kind === "command" ? ["once", "session"] : ["once", "session", "project", "user"];
   const td = el("td", "answer");
