@@ -229,3 +229,53 @@ print("##exec=%d" % ctypes.get_errno())
 		}
 	})
 }
+
+// An approved exec goes on only when nothing but its caller can change
+// what the kernel reads for it: a push from a single-threaded Python
+// (subprocess execs from a vfork child, whose parent sleeps until the
+// exec is done) runs once approved; the same push from a process with a
+// second thread is refused although approved, and the log says why.
+func TestCommandAskSharedMemory(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, s *Sandbox) {
+		g := setupPushRig(t, s)
+		run := func(t *testing.T, threaded string) Result {
+			script := `echo session=$JAIL_SESSION; python3 -c '
+import subprocess, threading, time
+if ` + threaded + `:
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+try:
+    print("##push=%d" % subprocess.run(["git", "push", "-q", "origin", "main"]).returncode)
+except PermissionError:
+    print("##push=EPERM")
+'`
+			r := startAsked(t, s, commandAskConfig(60), script)
+			p := waitPending(t, s, r, "push")
+			if res := s.Jail("approve", p.ID); res.Code != 0 {
+				t.Fatalf("jail approve %s:\n%s", p.ID, res)
+			}
+			return r.wait(t, 20*time.Second)
+		}
+		t.Run("single-threaded", func(t *testing.T) {
+			res := run(t, "False")
+			wantKV(t, res, "push", is("0"), "exit 0 (approved, nothing else shares its memory)")
+			if head := g.Head(); head != g.Local {
+				t.Errorf("the approved push did not land: the remote's main is %s, want %s", head, g.Local)
+			}
+			g.Reset()
+		})
+		t.Run("threaded", func(t *testing.T) {
+			res := run(t, "True")
+			wantKV(t, res, "push", is("EPERM"), "EPERM (its memory is shared)")
+			if head := g.Head(); head != g.Base {
+				t.Errorf("a push whose memory another thread shares ran: the remote's main is %s", head)
+			}
+			found := false
+			for _, d := range decisions(t, s, sessionOf(t, res)) {
+				found = found || (d.Method == "EXEC" && d.Verdict == "deny" && strings.Contains(d.Reason, "could change what it runs after it was shown"))
+			}
+			if !found {
+				t.Errorf("the log does not say the approved push was refused for the memory its other thread shares")
+			}
+		})
+	})
+}

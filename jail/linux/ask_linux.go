@@ -154,6 +154,11 @@ func (s *supervisor) cancelWhenGone(ctx context.Context, cancel context.CancelFu
 // It reads with buffers of its own: run reuses the supervisor's.
 func (s *supervisor) unchanged(h *heldExec) string {
 	pid := int(h.n.Pid)
+	// First that no one else can change it (see execwriters_linux.go), so that
+	// what is read next is what the kernel will read.
+	if why := sharedTasks(pid); why != "" {
+		return why
+	}
 	mem := procMem{pid: pid}
 	defer mem.release()
 	var buf []byte
@@ -163,6 +168,9 @@ func (s *supervisor) unchanged(h *heldExec) string {
 	}
 	if c.path != h.call.path || c.dirfd != h.call.dirfd || c.emptyPath != h.call.emptyPath || !slices.Equal(c.argv, h.call.argv) {
 		return "the held exec changed its path or arguments"
+	}
+	if why := sharedMemory(pid, &mem, &h.n, h.o); why != "" {
+		return why
 	}
 	// The working directory is part of what was shown: git push in
 	// another repository is another push.
