@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -86,23 +85,10 @@ func readPersisted(path string, fresh os.FileMode) ([]byte, os.FileMode, error) 
 		return nil, 0, fmt.Errorf("persisting a rule: %w", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return nil, 0, fmt.Errorf("persisting a rule: %s is a symlink; refusing to write through it (replace it with the file itself)", path)
-	case !fi.Mode().IsRegular():
-		return nil, 0, fmt.Errorf("persisting a rule: %s is not a regular file", path)
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	data, err := readBounded(path, maxConfigSize, syscall.O_NOFOLLOW)
 	if err != nil {
 		return nil, 0, fmt.Errorf("persisting a rule: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
-	if err != nil {
-		return nil, 0, fmt.Errorf("persisting a rule: %w", err)
-	}
-	if len(data) > maxConfigSize {
-		return nil, 0, fmt.Errorf("persisting a rule: %s is larger than 4 MiB", path)
-	}
-	if data == nil {
-		data = []byte{}
 	}
 	return data, fi.Mode().Perm(), nil
 }

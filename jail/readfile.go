@@ -11,8 +11,12 @@ import (
 // ReadBounded reads a regular file of at most max bytes. It is opened
 // without blocking, so a FIFO planted under the name cannot hang jail, and
 // anything but a regular file is an error.
-func ReadBounded(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+func ReadBounded(path string, max int64) ([]byte, error) { return readBounded(path, max, 0) }
+
+// readBounded is ReadBounded opened with flags added (O_NOFOLLOW, for a
+// file that must not be a symlink).
+func readBounded(path string, max int64, flags int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flags, 0)
 	if err != nil {
 		return nil, err
 	}
