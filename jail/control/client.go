@@ -47,7 +47,7 @@ func Sessions(dir string) ([]*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
-	if err := ownDir(dir, 0o077); err != nil {
+	if err := OwnDir(dir, 0o077); err != nil {
 		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
 	type live struct {

@@ -2,34 +2,15 @@ package control
 
 import (
 	"errors"
-	"net"
 	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
-// peerAllowed reports whether the other end of c is this user, in this
-// user namespace: a process of this uid inside a jail is in another one
-// (bubblewrap makes it), and is refused too. What cannot be checked is
-// refused.
-func peerAllowed(c net.Conn) bool {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return false
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	allowed := false
-	if err := raw.Control(func(fd uintptr) { allowed = peerFDAllowed(int(fd)) }); err != nil {
-		return false
-	}
-	return allowed
-}
-
-// peerFDAllowed is peerAllowed on the socket's descriptor. The peer's
+// peerFDAllowed reports whether the other end of the unix socket fd is
+// this user, in this user namespace: a process of this uid inside a jail
+// is in another one (bubblewrap makes it), and is refused too. The peer's
 // user namespace is read through its PID; where the kernel gives a pidfd
 // of the peer (Linux >= 6.5), the peer is then checked to be still alive,
 // so that the PID read was not another process's, reused meanwhile.

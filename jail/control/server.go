@@ -106,18 +106,18 @@ func ensurePrivateDir(dir string) error {
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", parent, err)
 	}
-	if err := ownDir(parent, 0o022); err != nil {
+	if err := OwnDir(parent, 0o022); err != nil {
 		return err
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
-	return ownDir(dir, 0o077)
+	return OwnDir(dir, 0o077)
 }
 
-// ownDir checks that dir is a directory (not a symlink) owned by this
+// OwnDir checks that dir is a directory (not a symlink) owned by this
 // user with none of the bits of others set.
-func ownDir(dir string, others os.FileMode) error {
+func OwnDir(dir string, others os.FileMode) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
@@ -127,6 +127,24 @@ func ownDir(dir string, others os.FileMode) error {
 		return fmt.Errorf("%s is not a private directory of yours (mode %v); remove it and try again", dir, fi.Mode())
 	}
 	return nil
+}
+
+// peerAllowed reports whether the other end of c may use the control
+// socket (see peerFDAllowed). What cannot be checked is refused.
+func peerAllowed(c net.Conn) bool {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	allowed := false
+	if err := raw.Control(func(fd uintptr) { allowed = peerFDAllowed(int(fd)) }); err != nil {
+		return false
+	}
+	return allowed
 }
 
 // serve accepts connections until the listener closes.

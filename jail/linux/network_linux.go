@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jailsh/jail/jail"
+	"github.com/jailsh/jail/jail/control"
 	"github.com/jailsh/jail/jail/linux/inside"
 	"github.com/jailsh/jail/proxy"
 )
@@ -228,17 +228,7 @@ func ensurePrivateDir(dir string) error {
 
 // privateDir checks that dir is a directory of this user's that no one
 // else may write (or read), and not a symlink.
-func privateDir(dir string) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("%s is not a private directory of yours (mode %v); remove it and try again", dir, fi.Mode())
-	}
-	return nil
-}
+func privateDir(dir string) error { return control.OwnDir(dir, 0o077) }
 
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
