@@ -21,9 +21,6 @@ func BenchmarkDashboard(b *testing.B) {
 	b.Setenv("XDG_RUNTIME_DIR", "")
 	b.Setenv("TMPDIR", b.TempDir())
 	dir := control.Dir()
-	if dir == "" {
-		b.Skip("this build's control plane is the contract's stub (control.Dir is empty): there is no Hub to hold a request")
-	}
 	id := "bench" + uniq()
 	hub := control.NewHub(control.HubConfig{Info: control.Info{ID: id, Command: []string{"bench"}, Started: time.Now(), PID: os.Getpid()},
 		Timeout: time.Minute})

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/jailsh/jail/jail/control"
 )
 
 // hostile is a command text that would run script if the page rendered it
@@ -25,22 +24,13 @@ const hostile = `<img src=x onerror="document.title='pwned'">`
 func TestDashboard(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, s *Sandbox) {
 		u := newUpstream(t, false, "")
-		ask := dashConfig(t, s, u)
+		dashConfig(t, s, u)
 		d := startDashboard(t, s)
 		t.Run("http guards", func(t *testing.T) { dashGuards(t, d) })
 		ctx := browser(t)
 		t.Run("token", func(t *testing.T) { dashToken(t, ctx, d) })
-		t.Run("live", func(t *testing.T) {
-			needLiveControl(t)
-			dashLive(t, ctx, s, d, u)
-		})
-		t.Run("ask", func(t *testing.T) {
-			needLiveControl(t)
-			if !ask {
-				t.Skip("network.ask is refused by this build's config (the ask branch is not merged): a held request cannot be made")
-			}
-			dashAsk(t, ctx, s, u)
-		})
+		t.Run("live", func(t *testing.T) { dashLive(t, ctx, s, d, u) })
+		t.Run("ask", func(t *testing.T) { dashAsk(t, ctx, s, u) })
 	})
 }
 
@@ -56,33 +46,15 @@ func screenshot(t *testing.T, ctx gocontext.Context) {
 	}
 }
 
-// needLiveControl skips when this build has no control plane to watch.
-func needLiveControl(t *testing.T) {
+// dashConfig maps the test names to u, denies unknown hosts and asks for
+// held.dash.test.
+func dashConfig(t *testing.T, s *Sandbox, u *upstream) {
 	t.Helper()
-	if control.Dir() == "" {
-		t.Skip("this build's control plane is the contract's stub (control.Dir is empty, no session serves a control socket); the subtest runs once it is built")
-	}
-}
-
-// dashConfig maps the test names to u and denies unknown hosts; it asks
-// for held.dash.test when this build accepts network.ask.
-func dashConfig(t *testing.T, s *Sandbox, u *upstream) bool {
-	t.Helper()
-	net := map[string]any{
+	writeJailJSON(t, s, map[string]any{"network": map[string]any{
 		"unknown": "deny",
 		"hosts":   map[string]string{"denied.dash.test": u.Addr(), "held.dash.test": u.Addr()},
 		"ask":     []string{"held.dash.test"},
-	}
-	writeJailJSON(t, s, map[string]any{"network": net})
-	if r := s.Jail("--", "true"); r.Code == 0 {
-		return true
-	}
-	delete(net, "ask")
-	writeJailJSON(t, s, map[string]any{"network": net})
-	if r := s.Jail("--", "true"); r.Code != 0 {
-		t.Fatalf("the dashboard test's config is refused:\n%s", r)
-	}
-	return false
+	}})
 }
 
 // dashGuards attacks the HTTP layer of the real binary with a Go client.

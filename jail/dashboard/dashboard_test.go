@@ -294,9 +294,6 @@ func TestHub(t *testing.T) {
 	live := make(chan string, 4)
 	hub := control.NewHub(control.HubConfig{Info: control.Info{ID: "abcdef123456", Command: []string{"sh"}}, Timeout: 10 * time.Second,
 		Rules: control.Rules{Live: func(allow bool, host string) error { live <- fmt.Sprint(allow, " ", host); return nil }}})
-	if control.Dir() == "" {
-		t.Skip("the control plane of this build is the contract's stub (control.Dir is empty, Listen refuses); this test runs once the Hub is built")
-	}
 	if err := hub.Listen(dir); err != nil {
 		t.Fatal(err)
 	}
