@@ -45,36 +45,35 @@ type heldBy struct {
 	e  Entry
 }
 
-// hold logs that t, which rule asks for, is held, and waits for
-// Config.Ask's answer: t with the answer's rule when it allows, a refusal
-// otherwise. Without an Ask func the connection is denied. The wait ends
+// hold logs that a connection to h:port, which rule asks for, is held,
+// and waits for Config.Ask's answer: the answer's rule when it allows, a
+// refusal otherwise. Nothing is resolved before the answer. Without an Ask func the connection is denied. The wait ends
 // early when the client hangs up or the Server closes.
-func (s *Server) hold(from heldBy, t *target, rule string) (*target, *refusal) {
+func (s *Server) hold(from heldBy, h host, port int, rule string) (string, *refusal) {
 	e := from.e
-	e.Host, e.Port, e.Rule, e.Verdict, e.Reason = t.norm.name, t.port, rule, verdictHeld, "waiting for an answer"
+	e.Host, e.Port, e.Rule, e.Verdict, e.Reason = h.name, port, rule, verdictHeld, "waiting for an answer"
 	s.record(e)
 	if s.ask == nil {
-		return nil, &refusal{verdict: verdictDeny, rule: rule, reason: "no one to ask",
+		return "", &refusal{verdict: verdictDeny, rule: rule, reason: "no one to ask",
 			hint: `allow it in jail.json "network.allow"`}
 	}
 	ctx, stop := s.holdContext(from.c, from.br)
-	v := s.ask(ctx, Question{Host: t.norm.name, Port: t.port, Scheme: e.Scheme, Method: e.Method, Client: e.Client, Rule: rule})
+	v := s.ask(ctx, Question{Host: h.name, Port: port, Scheme: e.Scheme, Method: e.Method, Client: e.Client, Rule: rule})
 	gone := ctx.Err() != nil // the client hung up or the Server closed: whatever the answer, nothing to serve
 	stop()
 	if v.Rule == "" {
 		v.Rule = "ask"
 	}
 	if gone {
-		return nil, &refusal{verdict: verdictDeny, rule: v.Rule, reason: "the client hung up while held"}
+		return "", &refusal{verdict: verdictDeny, rule: v.Rule, reason: "the client hung up while held"}
 	}
 	if !v.Allow {
 		if v.Reason == "" {
 			v.Reason = "not allowed when asked"
 		}
-		return nil, &refusal{verdict: verdictDeny, rule: v.Rule, reason: v.Reason}
+		return "", &refusal{verdict: verdictDeny, rule: v.Rule, reason: v.Reason}
 	}
-	t.rule, t.asked = v.Rule, true
-	return t, nil
+	return v.Rule, nil
 }
 
 // holdContext is the context an answer is waited for with: done when the

