@@ -183,12 +183,7 @@ func (p *Plan) network(pol *jail.Policy, port int) {
 	p.Rules.Allow = append(slices.Clone(p.Rules.Allow), pol.Registries...)
 	// No exec supervisor here can hold an asked command for a person: a
 	// push or publish it would have asked about is refused on the wire.
-	deny, ask, allow := jail.ParseCommandRules(pol.Command.Deny), jail.ParseCommandRules(pol.Command.Ask), jail.ParseCommandRules(pol.Command.Allow)
-	for _, probe := range [][]string{{"git", "push"}, {"npm", "publish"}} {
-		if verdict, _ := jail.CommandVerdict(probe, deny, ask, allow); verdict != "" {
-			p.DenyCommands = append(p.DenyCommands, strings.Join(probe, " "))
-		}
-	}
+	p.DenyCommands = jail.WireCommands(pol.Command, true)
 	if len(pol.Command.Deny) > 0 {
 		p.Notes = append(p.Notes, "command.deny is not checked at exec on macOS; git push and npm publish are still refused on the wire")
 	}

@@ -232,3 +232,22 @@ func CommandVerdict(norm []string, deny, ask, allow []CommandRule) (string, Comm
 	}
 	return "", CommandRule{}
 }
+
+// WireCommands are the command rules the proxy also enforces on the wire:
+// "git push" and "npm publish", each when the exec rules refuse its plain
+// form (an allow rule that wins there lifts the wire check too), and,
+// with asked set, when they would ask about it (for a platform with no
+// exec supervisor to hold the exec for a person).
+func WireCommands(c CommandConfig, asked bool) []string {
+	deny, ask, allow := ParseCommandRules(c.Deny), ParseCommandRules(c.Ask), ParseCommandRules(c.Allow)
+	if !asked {
+		ask = nil
+	}
+	var out []string
+	for _, probe := range [][]string{{"git", "push"}, {"npm", "publish"}} {
+		if verdict, _ := CommandVerdict(probe, deny, ask, allow); verdict != "" {
+			out = append(out, strings.Join(probe, " "))
+		}
+	}
+	return out
+}

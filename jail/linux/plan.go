@@ -621,15 +621,7 @@ func planNetwork(pol *jail.Policy, f *Facts) (*NetPlan, []Op, map[string]string)
 		sockets, handOff, n.CADir = ExternalNet(n.External), false, n.External
 	}
 	n.Rules.Allow = jail.Union(n.Rules.Allow, pol.Registries)
-	// On the wire only what the exec rules decide for a plain "git push"
-	// and "npm publish": an allow rule that wins there lifts the wire
-	// check too.
-	deny, allow := jail.ParseCommandRules(pol.Command.Deny), jail.ParseCommandRules(pol.Command.Allow)
-	for _, probe := range [][]string{{"git", "push"}, {"npm", "publish"}} {
-		if denied, _ := jail.MatchCommand(probe, deny, allow); denied {
-			n.DenyCommands = append(n.DenyCommands, strings.Join(probe, " "))
-		}
-	}
+	n.DenyCommands = jail.WireCommands(pol.Command, false)
 	n.Registries = pol.Registries
 	ops := []Op{
 		{Kind: "ro-bind", Src: sockets, Dest: NetDir, Why: "proxy sockets"},
